@@ -1,0 +1,29 @@
+# Two entry points: `make demo` runs the main job, `make test` runs the whole suite.
+# Each creates its own virtual environment in .venv when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(BIN)/python
+
+demo: $(BIN)/python
+	$(BIN)/python -m statechart.demo
+
+lint: $(BIN)/python
+	$(BIN)/ruff check statechart tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/python
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV)
