@@ -1,0 +1,205 @@
+"""Chart, State and Edge: the immutable definition of an agent.
+
+A chart is validated when it is built (see `validate.py`); a chart that
+builds can be compiled and driven. Sub-charts are built from factories so no
+two parents ever share one child by reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from .budget import Budget
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .machine import CompiledChart
+    from .run import Run
+
+StateKind = Literal["model", "code", "chart", "approval", "terminal"]
+ESCALATED = "escalated"
+EXHAUSTED = "exhausted"
+CANCELLED = "cancelled"
+DEFAULT_MAX_ITERATIONS = 10
+
+
+class EmptyContext(BaseModel):
+    """The context of a chart that declares none."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a guard may look at: structured facts, never a model call."""
+
+    context: BaseModel
+    """The typed context, with the proposed move's patch applied."""
+    run: Run
+    """The run before the move: counters, ledgers, state path."""
+    source: str
+    """Path of the state the move leaves."""
+    target: str
+    """Path of the state the move enters."""
+
+
+Guard = Callable[[Facts], bool | str | None]
+"""Returns None or True to allow; a reason string (or False) to refuse."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a code state's handler decided: where to go and what to write."""
+
+    target: str
+    patch: Mapping[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+Handler = Callable[[Any], Awaitable[Decision | str]]
+"""An async function of the typed context returning a `Decision` or a target name."""
+ResumeHook = Callable[[Any], Awaitable[Mapping[str, Any]]]
+"""An async refresh run on resume: takes the typed context, returns a patch."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A legal move `source -> target` within one chart, optionally guarded and capped."""
+
+    source: str
+    target: str
+    guard: Guard | None = None
+    """Allows or refuses the move from structured facts."""
+    max_traversals: int | None = None
+    """How many times a run may take this edge; caps cycles through it."""
+
+    @property
+    def key(self) -> str:
+        """`source->target`, used in counters and error messages."""
+        return f"{self.source}->{self.target}"
+
+
+@dataclass(frozen=True)
+class State:
+    """A named phase of a chart. Its `kind` says who decides the way out.
+
+    - ``model``: a capped ReAct loop; the model picks among `tools` and `next_state`.
+    - ``code``: the async `handler` returns a `Decision`.
+    - ``chart``: hosts the sub-chart built by `chart`; `exits` maps its terminals here.
+    - ``approval``: waits for a human; `approve` goes to `on_approve`, `reject` to `on_reject`.
+    - ``terminal``: the run (or the sub-chart) ends here.
+    """
+
+    name: str
+    kind: StateKind = "model"
+    instructions: str = ""
+    """What the model is told in this state."""
+    tools: tuple[Tool, ...] = ()
+    reads: tuple[str, ...] = ()
+    """Context fields the state sees."""
+    writes: tuple[str, ...] = ()
+    """Context fields the state may change (typed arguments of `next_state`)."""
+    handler: Handler | None = None
+    chart: Callable[[], Chart] | None = None
+    """Factory of the sub-chart, for `kind="chart"`."""
+    exits: Mapping[str, str] = field(default_factory=dict)
+    """Sub-chart terminal -> target in this chart (`escalated` and `exhausted` have defaults)."""
+    max_iterations: int | None = None
+    """Model calls per visit (the last one offers only `next_state`); default 10."""
+    max_visits: int | None = None
+    """Entries into this state per run; caps the cycles through it."""
+    max_calls: Mapping[str, int] = field(default_factory=dict)
+    """Per-tool call caps per visit, e.g. `{"search_kb": 3}`."""
+    budget: Budget | None = None
+    on_exhausted: str = ESCALATED
+    """Where the state goes when its budget or iteration cap runs out."""
+    on_approve: str | None = None
+    on_reject: str | None = None
+    on_resume: ResumeHook | None = None
+    """Refreshes the context from the world when a stored run resumes here."""
+    max_tokens: int | None = None
+    """Output-token cap asked of the model per call (lowered further by budgets)."""
+
+    def __post_init__(self) -> None:
+        for name in ("tools", "reads", "writes"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        if self.kind == "model" and self.max_iterations is None:
+            object.__setattr__(self, "max_iterations", DEFAULT_MAX_ITERATIONS)
+
+    @property
+    def tool_map(self) -> dict[str, Tool]:
+        """Tools by name."""
+        return {t.name: t for t in self.tools}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An immutable, validated chart. `escalated` and `exhausted` terminals are implicit."""
+
+    name: str
+    states: tuple[State, ...]
+    edges: tuple[Edge, ...] = ()
+    initial: str | None = None
+    """The first state; defaults to the first one listed."""
+    context: type[BaseModel] = EmptyContext
+    budget: Budget | None = None
+    on_exhausted: str = ESCALATED
+    """Where the root chart goes when its budget runs out (must be terminal)."""
+
+    def __post_init__(self) -> None:
+        from .validate import complete_states, validate
+
+        states = tuple(self.states)
+        object.__setattr__(self, "edges", tuple(self.edges))
+        object.__setattr__(self, "states", complete_states(self.name, states))
+        if self.initial is None and states:
+            object.__setattr__(self, "initial", states[0].name)
+        validate(self)
+
+    @cached_property
+    def state_map(self) -> dict[str, State]:
+        """States by name."""
+        return {s.name: s for s in self.states}
+
+    @cached_property
+    def children(self) -> dict[str, Chart]:
+        """The sub-chart of every chart state, built once from its factory."""
+        out: dict[str, Chart] = {}
+        for s in self.states:
+            if s.kind == "chart" and s.chart is not None:
+                out[s.name] = s.chart()
+        return out
+
+    @cached_property
+    def version(self) -> str:
+        """A stable hash of the structure: states, kinds, tools, edges, caps, nested charts."""
+        return hashlib.sha256(self.describe().encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """A canonical text of the structure (what `version` hashes)."""
+        lines = [f"chart {self.name} initial={self.initial} budget={self.budget}"]
+        for s in self.states:
+            tools = ",".join(f"{t.name}:{t.retry}:{t.needs_approval}" for t in s.tools)
+            lines.append(
+                f"state {s.name} {s.kind} tools=[{tools}] reads={s.reads} writes={s.writes} "
+                f"iter={s.max_iterations} visits={s.max_visits} calls={sorted(s.max_calls.items())} "
+                f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())}"
+            )
+            if s.name in self.children:
+                lines.append("{" + self.children[s.name].describe() + "}")
+        for e in self.edges:
+            lines.append(f"edge {e.key} guard={e.guard is not None} max={e.max_traversals}")
+        return "\n".join(lines)
+
+    @cached_property
+    def compiled(self) -> CompiledChart:
+        """The chart compiled onto its `transitions` machine and transition tables."""
+        from .machine import CompiledChart
+
+        return CompiledChart(self)

@@ -1,0 +1,75 @@
+"""Exception classes: each names the state, edge, tool or budget involved and says what to do."""
+
+from __future__ import annotations
+
+
+class StatechartError(Exception):
+    """Base class of every error this package raises."""
+
+
+class ChartError(StatechartError):
+    """A chart definition is invalid; raised when the chart is built, never at run time."""
+
+
+class MalformedStateNameError(ChartError):
+    """A state name is empty or holds a character reserved for paths."""
+
+
+class DuplicateStateError(ChartError):
+    """Two states of one chart share a name."""
+
+
+class UnknownTargetError(ChartError):
+    """An edge, exit map or exhaustion target names a state the chart does not have."""
+
+
+class UnreachableStateError(ChartError):
+    """No path of edges leads from the initial state to this state."""
+
+
+class NoExitError(ChartError):
+    """A non-terminal state has no outgoing edge."""
+
+
+class UncappedCycleError(ChartError):
+    """A cycle of edges has no state with `max_visits` and no edge with `max_traversals`."""
+
+
+class UndeclaredFieldError(ChartError):
+    """A state reads or writes a field the chart's context type does not declare."""
+
+
+class NoTerminalStateError(ChartError):
+    """A chart has no terminal state, so no run of it could end."""
+
+
+class MissingBudgetError(ChartError):
+    """The root chart has no `max_steps`, so a run of it would have no bound."""
+
+
+class ToolDefinitionError(StatechartError):
+    """A tool is defined without what it needs (a retry policy, a valid signature)."""
+
+
+class RunError(StatechartError):
+    """A run cannot do what was asked in its present state."""
+
+
+class RunNotFoundError(RunError):
+    """The store holds no run with this id."""
+
+
+class NotWaitingError(RunError):
+    """approve/reject was called on a run that is not waiting for a human."""
+
+
+class RunEndedError(RunError):
+    """The run already reached a terminal state."""
+
+
+class ConflictError(RunError):
+    """Another writer appended this run's next event first (`UNIQUE(run_id, seq)`)."""
+
+
+class ModelError(StatechartError):
+    """A model adapter could not produce a reply (no scripted reply left, a failed call)."""

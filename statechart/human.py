@@ -1,0 +1,78 @@
+"""Pure transitions made by people: approve, reject, cancel. Free steps, actor `human`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .budget import ZERO
+from .errors import NotWaitingError, RunEndedError
+from .machine import CANCEL, CompiledChart, go
+from .models.base import Message
+from .run import QueuedCall, Run, Step
+from .step import _commit, try_move
+
+
+def decide(
+    cc: CompiledChart, run: Run, *, approved: bool, by: str, note: str,
+    edits: dict[str, Any] | None, now: float,
+) -> Step:
+    """Record a human decision on a waiting run; the run becomes runnable again."""
+    if run.status != "waiting":
+        raise NotWaitingError(
+            f"run {run.run_id} is {run.status} in '{run.state}', not waiting for approval; "
+            "nothing to approve or reject"
+        )
+    verb = "approved" if approved else "rejected"
+    reason = f"{verb} by {by}" + (f": {note}" if note else "")
+    if run.state.endswith(".approve"):
+        return _decide_call(cc, run, approved, by, reason, edits, now)
+    state = cc.nodes[run.state].state
+    assert state is not None
+    target = state.on_approve if approved else state.on_reject
+    prefix = cc.nodes[run.state].prefix
+    run = run.model_copy(update={"status": "running", "reason": ""})
+    move = try_move(cc, run, go(prefix + str(target)), {})
+    if isinstance(move, str):
+        waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
+        return _commit(cc, waiting, None, now, ZERO, trigger=verb, actor="human",
+                       reason=reason, refused=move)
+    return _commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason)
+
+
+def _decide_call(
+    cc: CompiledChart, run: Run, approved: bool, by: str, reason: str,
+    edits: dict[str, Any] | None, now: float,
+) -> Step:
+    head = run.pending[0]
+    call = head.call
+    if approved:
+        if edits:
+            base = call.arguments if isinstance(call.arguments, dict) else {}
+            call = call.model_copy(update={"arguments": {**base, **edits}})
+        run = run.model_copy(update={
+            "pending": (QueuedCall(call=call, approved_by=by),), "status": "running", "reason": "",
+        })
+        t = cc.resolve(run.state, "approved")
+        assert t is not None
+        return _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
+                       actor="human", reason=reason, call=call,
+                       result=f"edited arguments: {edits}" if edits else None)
+    msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
+    run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
+    t = cc.resolve(run.state, "rejected")
+    assert t is not None
+    return _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected",
+                   actor="human", reason=reason, call=call, result=msg.content, delta=(msg,))
+
+
+def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
+    """End a run in `cancelled` from wherever it is."""
+    if run.status == "ended":
+        raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
+    t = cc.resolve(run.state, CANCEL)
+    assert t is not None
+    run = run.model_copy(update={"pending": ()})
+    step = _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
+                   reason=reason)
+    ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
+    return type(step)(ended, step.event, step.delta)

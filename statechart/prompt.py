@@ -1,0 +1,110 @@
+"""What a model state shows the model: its tools, the `next_state` choice, and the request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, create_model
+
+from .budget import ZERO, remaining
+from .chart import ESCALATED, Chart, State
+from .machine import CompiledChart
+from .models.base import Message, Request, ToolSpec
+from .run import Run
+
+NEXT_STATE = "next_state"
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """Precomputed per model state: tool specs, legal targets, the writes validator."""
+
+    path: str
+    state: State
+    targets: tuple[str, ...]
+    """Targets offered by `next_state`, relative to the state's chart."""
+    tools: tuple[ToolSpec, ...]
+    """The state's tools plus `next_state`."""
+    final_tools: tuple[ToolSpec, ...]
+    """Only `next_state`: the last call of a visit."""
+    writes: type[BaseModel]
+    """Validates `next_state` arguments: `target` and the fields the state writes."""
+
+
+def model_view(cc: CompiledChart, path: str) -> ModelView:
+    """The view of the model state at `path` (cached per compiled chart)."""
+    views: dict[str, ModelView] = cc.__dict__.setdefault("_views", {})
+    view = views.get(path)
+    if view is None:
+        view = views[path] = _build_view(cc, path)
+    return view
+
+
+def _build_view(cc: CompiledChart, path: str) -> ModelView:
+    node = cc.nodes[path]
+    state = node.state
+    assert state is not None
+    chart = node.chart
+    targets = [e.target for e in chart.edges if e.source == state.name]
+    if ESCALATED not in targets:
+        targets.append(ESCALATED)
+    writes = _writes_model(chart, state, tuple(targets))
+    schema = writes.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    nxt = ToolSpec(
+        name=NEXT_STATE,
+        description=(
+            f"Leave state '{state.name}' for one of: {', '.join(targets)}"
+            + (f"; set {', '.join(state.writes)} as you go" if state.writes else "")
+        ),
+        parameters=schema,
+    )
+    tools = tuple(
+        ToolSpec(name=t.name, description=t.description, parameters=t.schema)
+        for t in state.tools
+    )
+    return ModelView(path, state, tuple(targets), (*tools, nxt), (nxt,), writes)
+
+
+def _writes_model(chart: Chart, state: State, targets: tuple[str, ...]) -> type[BaseModel]:
+    fields: dict[str, Any] = {"target": (Literal[targets], ...)}  # type: ignore[valid-type]
+    for name in state.writes:
+        info = chart.context.model_fields[name]
+        fields[name] = (info.annotation | None, None)  # type: ignore[operator]
+    model: type[BaseModel] = create_model(f"{chart.name}_{state.name}_next_state", **fields)
+    return model
+
+
+def build_request(
+    cc: CompiledChart, run: Run, transcript: Sequence[Message], *, final: bool
+) -> Request:
+    """The request for one model call: instructions, read fields, this visit's transcript."""
+    assert run.visit is not None
+    view = model_view(cc, run.visit.state)
+    state = view.state
+    context = {k: run.context.get(k) for k in state.reads}
+    return Request.model_construct(
+        state=view.path,
+        instructions=state.instructions,
+        context=context,
+        transcript=tuple(transcript),
+        tools=view.final_tools if final else view.tools,
+        tool_choice="required",
+        max_tokens=max_tokens(cc, run, state.max_tokens),
+    )
+
+
+def max_tokens(cc: CompiledChart, run: Run, asked: int | None) -> int | None:
+    """`asked`, lowered to the output (and total) tokens every level has left."""
+    cap = asked
+    for level in cc.levels_of(run.state):
+        spent = run.ledger.get(level.key, ZERO)
+        for kind in ("output_tokens", "tokens"):
+            left = remaining(level.caps, spent, kind)
+            if left is not None:
+                cap = left if cap is None else min(cap, left)
+    return cap

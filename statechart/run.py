@@ -1,0 +1,147 @@
+"""The run record (all the memory of one execution) and the event record (one per transition).
+
+Both are plain pydantic models that round-trip through JSON exactly. The run
+holds only bounded fields; growing sets (transcript, fingerprints, intents)
+live in the store's own append-only tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .budget import Spent
+from .models.base import Message, ToolCall
+
+Status = Literal["running", "waiting", "ended"]
+Actor = Literal["model", "code", "human", "system"]
+
+
+class QueuedCall(BaseModel):
+    """A call from a model reply that has not run yet (calls run one per step, in order)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call: ToolCall
+    approved_by: str | None = None
+    """Set once a human approved this call; it then runs without asking again."""
+
+
+class Visit(BaseModel):
+    """The current visit of a model state; reset on every entry."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: str
+    """Path of the model state (e.g. `research`, `explore.search`)."""
+    seq: int
+    """Seq of the event that entered it: the key of this visit's transcript."""
+    iterations: int = 0
+    """Model calls made in this visit."""
+    calls: dict[str, int] = Field(default_factory=dict)
+    """Executed calls per tool in this visit."""
+
+
+class Run(BaseModel):
+    """One execution, as data. The snapshot the store keeps is this record."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    chart: str
+    """Name of the root chart."""
+    chart_version: str
+    """`Chart.version` when the run started; resume compares it."""
+    model: str
+    """Spec of the model driving the run, so a resume uses the same one."""
+    state: str
+    """Full path of the current leaf state (`research.think`, `explore.search.act`)."""
+    status: Status = "running"
+    context: dict[str, Any] = Field(default_factory=dict)
+    """The context as JSON-ready values (validated by the chart's context type)."""
+    seq: int = 0
+    """Seq of the last event; the next event is `seq + 1`."""
+    visits: dict[str, int] = Field(default_factory=dict)
+    """Entries per state path."""
+    traversals: dict[str, int] = Field(default_factory=dict)
+    """Traversals per capped edge (`source->target`, full paths)."""
+    ledger: dict[str, Spent] = Field(default_factory=dict)
+    """Spending per budget level: `""` is the root, otherwise the owning state's path."""
+    visit: Visit | None = None
+    pending: tuple[QueuedCall, ...] = ()
+    """Calls of the last reply still to run; the head is the open intent while in `act`."""
+    reason: str = ""
+    """Why the run waits or ended, when it did."""
+    lineage_root: str = ""
+    """Id of the first run of this lineage (forks keep it; idempotency keys use it)."""
+    parent_run: str | None = None
+    parent_seq: int | None = None
+    trace: dict[str, str] = Field(default_factory=dict)
+    """Propagated trace context (filled by tracing)."""
+    created_at: float = 0.0
+
+
+class Event(BaseModel):
+    """One immutable row per transition. The run is a fold of its events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    seq: int
+    time: float
+    source: str
+    target: str
+    trigger: str
+    actor: Actor
+    reason: str = ""
+    usage: Spent = Spent()
+    """What this step cost (charged to every level containing `source`)."""
+    call: ToolCall | None = None
+    """The call this step ran, refused or decided on."""
+    calls: tuple[ToolCall, ...] = ()
+    """For a `propose` step: the calls the reply queued."""
+    result: str | None = None
+    """The (truncated) tool result or refusal text returned to the model."""
+    refused: str | None = None
+    """Why a proposed move was refused; the state did not change."""
+    error: str | None = None
+    patch: dict[str, Any] = Field(default_factory=dict)
+    """Context fields this step wrote."""
+    visit: int | None = None
+    """Transcript key this step appended to (seq of the visit's entering event)."""
+    delta: int = 0
+    """Number of transcript messages this step appended."""
+    fingerprint: str | None = None
+    """Fingerprint of the executed call, if one ran."""
+    entered: tuple[str, ...] = ()
+    exited: tuple[str, ...] = ()
+    exhausted: str | None = None
+    """`level:kind` of the budget or cap that forced this move."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one `step()` did: the event, the run after it, and the transcript delta."""
+
+    run: Run
+    event: Event
+    delta: tuple[Message, ...] = ()
+
+    @property
+    def refused(self) -> str | None:
+        """Why the move was refused, if it was."""
+        return self.event.refused
+
+    @property
+    def entered(self) -> tuple[str, ...]:
+        return self.event.entered
+
+    @property
+    def exited(self) -> tuple[str, ...]:
+        return self.event.exited
+
+    @property
+    def spent(self) -> Spent:
+        return self.event.usage

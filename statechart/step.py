@@ -1,0 +1,526 @@
+"""The pure transition function: what a state needs next, and what an outcome does to the run.
+
+`plan()` reads the run and says which effect the driver must perform (call
+the model, run a tool, run a handler) or decides a move that needs no I/O.
+`advance()` folds the effect's outcome into the next run and one event.
+Neither awaits, touches a clock or writes anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .budget import ONE_STEP, ZERO, Spent, exhausted_kind
+from .chart import ESCALATED, Decision, Facts, State
+from .machine import EXIT, CompiledChart, Move, Transition, exhaust, go
+from .models.base import Message, Reply, Request, ToolCall
+from .prompt import NEXT_STATE, build_request, model_view
+from .run import Actor, Event, QueuedCall, Run, Step, Visit
+from .tools import Tool, ToolArgumentsError, fingerprint, render_result
+
+NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Ask the model; the outcome is a `Reply` or the exception it raised."""
+
+    request: Request
+
+
+@dataclass(frozen=True)
+class RunTool:
+    """Run a validated tool call; the outcome is its return value or the exception."""
+
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, Any]
+    fingerprint: str
+    key: str | None
+
+
+@dataclass(frozen=True)
+class RunHandler:
+    """Run a code state's handler; the outcome is a `Decision`, a target, or the exception."""
+
+    state: State
+    context: BaseModel
+
+
+@dataclass(frozen=True)
+class Decide:
+    """A move that needs no I/O: routing on exhaustion, a refusal, `next_state`, an approval ask."""
+
+    what: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do until a human decides."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run is over."""
+
+
+Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the driver holds beside the run: this visit's transcript and executed fingerprints."""
+
+    transcript: Sequence[Message] = ()
+    fingerprints: frozenset[str] | set[str] = field(default_factory=frozenset)
+
+
+# -- plan ---------------------------------------------------------------------------------
+
+
+def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
+    """The effect the run's current state needs next."""
+    if run.status == "ended":
+        return Ended()
+    if run.status == "waiting":
+        return Wait(run.reason)
+    spent = _first_exhausted(cc, run)
+    if spent is not None:
+        return Decide("exhaust", spent)
+    leaf = run.state
+    if leaf.endswith(".think"):
+        visit = run.visit
+        assert visit is not None
+        view = model_view(cc, visit.state)
+        cap = view.state.max_iterations or 0
+        if visit.iterations >= cap:
+            return Decide("exhaust", f"{visit.state}:iterations")
+        final = visit.iterations == cap - 1
+        return CallModel(build_request(cc, run, memory.transcript, final=final))
+    if leaf.endswith(".act"):
+        return _plan_call(cc, run, memory)
+    node = cc.nodes[leaf]
+    state = node.state
+    assert state is not None, leaf
+    if state.kind == "code":
+        assert state.handler is not None
+        return RunHandler(state, node.chart.context.model_construct(**run.context))
+    return Wait(run.reason) if state.kind == "approval" else Ended()
+
+
+def _first_exhausted(cc: CompiledChart, run: Run) -> str | None:
+    for level in cc.levels_of(run.state):
+        kind = exhausted_kind(level.caps, run.ledger.get(level.key, ZERO))
+        if kind is not None:
+            return f"{level.key}:{kind}"
+    return None
+
+
+def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
+    assert run.visit is not None and run.pending
+    queued = run.pending[0]
+    call = queued.call
+    view = model_view(cc, run.visit.state)
+    state = view.state
+    if call.name == NEXT_STATE:
+        return Decide("next_state")
+    final = run.visit.iterations >= (state.max_iterations or 0)
+    tool = state.tool_map.get(call.name)
+    if tool is None or final:
+        offered = ", ".join(t.name for t in state.tools) or "none"
+        why = (
+            f"only {NEXT_STATE} is offered on the last call of state '{view.path}'"
+            if tool is not None
+            else f"tool '{call.name}' is not available in state '{view.path}' "
+            f"(tools here: {offered}; or call {NEXT_STATE})"
+        )
+        return Decide("refuse", why)
+    args = _parse_arguments(call)
+    if isinstance(args, str):
+        return Decide("refuse", args)
+    try:
+        args = tool.validate(args)
+    except ToolArgumentsError as exc:
+        return Decide("refuse", str(exc))
+    cap = state.max_calls.get(tool.name)
+    done = run.visit.calls.get(tool.name, 0)
+    if cap is not None and done >= cap:
+        return Decide(
+            "refuse",
+            f"tool '{tool.name}' was already called {done} times in this visit of "
+            f"'{view.path}' (max_calls={cap}); use what you have or call {NEXT_STATE}",
+        )
+    fp = fingerprint(tool.name, args)
+    if fp in memory.fingerprints and not tool.repeatable:
+        return Decide(
+            "refuse",
+            f"tool '{tool.name}' already ran with these arguments; its result is above. "
+            "Do not repeat a call; change the arguments or move on",
+        )
+    if tool.needs_approval and queued.approved_by is None:
+        return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
+    key = idempotency_key(run, tool, fp) if tool.retry == "keyed" else None
+    return RunTool(call, tool, args, fp, key)
+
+
+def _parse_arguments(call: ToolCall) -> dict[str, Any] | str:
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return f"arguments of '{call.name}' are not valid JSON ({exc.msg}); send a JSON object"
+    if not isinstance(value, dict):
+        return f"arguments of '{call.name}' must be a JSON object"
+    return value
+
+
+def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
+    """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
+    import hashlib
+
+    assert run.visit is not None
+    occurrence = ""
+    if tool.repeatable:
+        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{run.visit.calls.get(tool.name, 0)}"
+    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+# -- advance ------------------------------------------------------------------------------
+
+
+def advance(
+    cc: CompiledChart, run: Run, memory: Memory, effect: Effect, outcome: Any = None,
+    *, now: float, wall_ms: int = 0,
+) -> Step:
+    """Fold the outcome of `effect` into the next run and its event."""
+    wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
+    if isinstance(effect, CallModel):
+        return _after_model(cc, run, outcome, now, wall)
+    if isinstance(effect, RunTool):
+        return _after_tool(cc, run, effect, outcome, now, wall)
+    if isinstance(effect, RunHandler):
+        return _after_handler(cc, run, effect, outcome, now, wall)
+    if isinstance(effect, Decide):
+        if effect.what == "exhaust":
+            return route_exhausted(cc, run, effect.detail, now, wall)
+        if effect.what == "refuse":
+            return _refuse_call(cc, run, effect.detail, now, wall)
+        if effect.what == "next_state":
+            return _next_state(cc, run, now, wall)
+        if effect.what == "ask":
+            return _ask(cc, run, effect.detail, now, wall)
+    raise ValueError(f"no transition follows effect {effect!r}")
+
+
+def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent) -> Step:
+    assert run.visit is not None
+    visit = run.visit.model_copy(update={"iterations": run.visit.iterations + 1})
+    run = run.model_copy(update={"visit": visit})
+    if isinstance(outcome, BaseException):
+        usage = ONE_STEP + Spent(model_calls=1) + wall
+        reason = f"model call failed in state '{visit.state}': {outcome}"
+        return _escalate(cc, run, reason, now, usage, actor="system", error=repr(outcome))
+    reply: Reply = outcome
+    u = reply.usage
+    usage = Spent.model_construct(
+        steps=1, model_calls=1, tool_calls=0, input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens, cost_micros=u.cost_micros, wall_ms=wall.wall_ms,
+    )
+    said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
+    if not reply.tool_calls:
+        why = (
+            f"your reply in state '{visit.state}' called no tool; every reply must call one "
+            f"of the offered tools or {NEXT_STATE}"
+        )
+        nudge = Message(role="user", content=f"refused: {why}")
+        return _commit(cc, run, None, now, usage, trigger="reply", actor="model",
+                       refused=why, result=why, delta=(said, nudge))
+    calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
+    nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
+    queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
+    extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
+    t = cc.resolve(run.state, "propose")
+    assert t is not None
+    run = run.model_copy(update={"pending": queue})
+    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger="propose", actor="model",
+                   calls=reply.tool_calls, delta=(said, *extra))
+
+
+def _after_tool(
+    cc: CompiledChart, run: Run, effect: RunTool, outcome: Any, now: float, wall: Spent
+) -> Step:
+    assert run.visit is not None
+    tool = effect.tool
+    error = None
+    if isinstance(outcome, BaseException):
+        error = f"{type(outcome).__name__}: {outcome}"
+        text = f"error: tool '{tool.name}' failed: {error}"
+    else:
+        text = render_result(outcome, tool.output_cap)
+    calls = dict(run.visit.calls)
+    calls[tool.name] = calls.get(tool.name, 0) + 1
+    visit = run.visit.model_copy(update={"calls": calls})
+    pending = run.pending[1:]
+    run = run.model_copy(update={"visit": visit, "pending": pending})
+    trigger = "next_call" if pending else "results"
+    t = cc.resolve(run.state, trigger)
+    assert t is not None
+    usage = ONE_STEP + Spent(tool_calls=1) + wall
+    msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
+    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
+                   call=effect.call, result=text, error=error, fingerprint=effect.fingerprint,
+                   delta=(msg,))
+
+
+def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
+    head = run.pending[0].call
+    delta = _drop_queue(run, f"refused: {why}")
+    run = run.model_copy(update={"pending": ()})
+    t = cc.resolve(run.state, "results")
+    assert t is not None
+    return _commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="refuse",
+                   actor="model", call=head, refused=why, result=f"refused: {why}", delta=delta)
+
+
+def _drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Message, ...]:
+    """Results for the queued calls that will not run now (the head gets `head_text`)."""
+    out = []
+    for i, q in enumerate(run.pending):
+        if i == 0 and keep_head:
+            continue
+        out.append(Message(role="tool", tool_call_id=q.call.id,
+                           content=head_text if i == 0 else NOT_EXECUTED))
+    return tuple(out)
+
+
+def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
+    head = run.pending[0]
+    delta = _drop_queue(run, "", keep_head=True)
+    run = run.model_copy(update={"pending": (head,), "reason": why})
+    t = cc.resolve(run.state, "ask")
+    assert t is not None
+    return _commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="ask",
+                   actor="system", call=head.call, reason=why, delta=delta)
+
+
+def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
+    assert run.visit is not None
+    call = run.pending[0].call
+    view = model_view(cc, run.visit.state)
+    args = _parse_arguments(call)
+    if isinstance(args, str):
+        return _refuse_call(cc, run, args, now, wall)
+    try:
+        parsed = view.writes.model_validate(args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        why = f"bad {NEXT_STATE} arguments in state '{view.path}': {problems}"
+        return _refuse_call(cc, run, why, now, wall)
+    values = parsed.model_dump(mode="json", exclude_unset=True)
+    target = values.pop("target")
+    prefix = cc.nodes[view.path].prefix
+    move = try_move(cc, run, go(prefix + target), values)
+    if isinstance(move, str):
+        return _refuse_call(cc, run, move, now, wall)
+    text = f"moved to '{target}'"
+    msg = Message(role="tool", tool_call_id=call.id, content=text)
+    run = run.model_copy(update={"pending": ()})
+    return _commit(cc, run, move, now, ONE_STEP + wall, trigger=move.transition.trigger,
+                   actor="model", call=call, patch=values, result=text, delta=(msg,))
+
+
+def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -> Move | str:
+    """The move `trigger` makes from the run's state, or the reason it is refused."""
+    t = cc.resolve(run.state, trigger)
+    target = trigger.removeprefix("go:")
+    here = cc.owner_state(run.state)[0]
+    if t is None or t.trigger != trigger:
+        legal = ", ".join(sorted(_targets(cc, run.state))) or "none"
+        return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
+    edge = t.edge
+    if edge is not None and edge.max_traversals is not None:
+        taken = run.traversals.get(t.key, 0)
+        if taken >= edge.max_traversals:
+            return (f"edge {t.key} was already taken {taken} time(s) "
+                    f"(max_traversals={edge.max_traversals}); choose another target")
+    if edge is not None and edge.guard is not None:
+        refusal = _check_guard(cc, run, t, patch)
+        if refusal is not None:
+            return refusal
+    move = cc.move(run.state, t)
+    for path in move.entered:
+        state = cc.nodes[path].state
+        if state is not None and state.max_visits is not None:
+            seen = run.visits.get(path, 0)
+            if seen >= state.max_visits:
+                return (f"state '{path}' was already visited {seen} time(s) "
+                        f"(max_visits={state.max_visits}); choose another target")
+    return move
+
+
+def _targets(cc: CompiledChart, leaf: str) -> list[str]:
+    here = cc.owner_state(leaf)[0]
+    prefix = cc.nodes[here].prefix
+    return [t.dest.removeprefix(prefix) for t in cc.table.get(here, {}).values()
+            if t.trigger.startswith("go:")]
+
+
+def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
+    assert t.edge is not None and t.edge.guard is not None
+    chart = cc.nodes[t.source].chart
+    context = chart.context.model_construct(**{**run.context, **patch})
+    facts = Facts(context=context, run=run, source=t.source, target=t.dest)
+    try:
+        verdict = t.edge.guard(facts)
+    except Exception as exc:
+        return f"guard of edge {t.key} raised {type(exc).__name__}: {exc}"
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return f"guard of edge {t.key} refused the move"
+    return f"edge {t.key} refused: {verdict}"
+
+
+def _after_handler(
+    cc: CompiledChart, run: Run, effect: RunHandler, outcome: Any, now: float, wall: Spent
+) -> Step:
+    usage = ONE_STEP + wall
+    here = run.state
+    if isinstance(outcome, BaseException):
+        why = f"handler of code state '{here}' raised {type(outcome).__name__}: {outcome}"
+        return _escalate(cc, run, why, now, usage, actor="code", error=why)
+    decision = Decision(outcome) if isinstance(outcome, str) else outcome
+    patch, problem = _validate_patch(cc, here, effect.state, dict(decision.patch))
+    if problem is None:
+        move = try_move(cc, run, go(cc.nodes[here].prefix + decision.target), patch)
+        problem = move if isinstance(move, str) else None
+    if problem is not None:
+        return _escalate(cc, run, problem, now, usage, actor="code", refused=problem)
+    assert isinstance(move, Move)
+    return _commit(cc, run, move, now, usage, trigger=move.transition.trigger, actor="code",
+                   reason=decision.reason, patch=patch)
+
+
+def _validate_patch(
+    cc: CompiledChart, path: str, state: State, patch: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    undeclared = sorted(set(patch) - set(state.writes))
+    if undeclared:
+        return {}, (f"code state '{path}' wrote {', '.join(undeclared)}, which it does not "
+                    "declare in writes=")
+    context_type = cc.nodes[path].chart.context
+    try:
+        merged = context_type.model_validate({**_defaults(context_type), **patch})
+    except ValidationError as exc:
+        return {}, f"code state '{path}' wrote invalid values: {exc.errors()[0]['msg']}"
+    return merged.model_dump(mode="json", include=set(patch)), None
+
+
+def _defaults(context_type: type[BaseModel]) -> dict[str, Any]:
+    return {k: None for k, f in context_type.model_fields.items() if f.is_required()}
+
+
+def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: Spent) -> Step:
+    """Route a run whose level ran out (`level:kind`) to that level's target; a free step."""
+    level = which.rsplit(":", 1)[0]
+    t = cc.resolve(run.state, exhaust(level))
+    assert t is not None, (run.state, which)
+    delta = _drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    run = run.model_copy(update={"pending": ()})
+    reason = f"budget exhausted at {which or 'root'}; routed to '{t.dest}'"
+    return _commit(cc, run, cc.move(run.state, t), now, wall, trigger=t.trigger, actor="system",
+                   reason=reason, exhausted=which, delta=delta)
+
+
+def _escalate(
+    cc: CompiledChart, run: Run, why: str, now: float, usage: Spent, *, actor: Actor,
+    error: str | None = None, refused: str | None = None,
+) -> Step:
+    delta = _drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    here = cc.owner_state(run.state)[0]
+    t = cc.resolve(run.state, go(cc.nodes[here].prefix + ESCALATED))
+    assert t is not None
+    run = run.model_copy(update={"pending": ()})
+    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger=t.trigger, actor=actor,
+                   reason=why, error=error, refused=refused, delta=delta)
+
+
+# -- commit -------------------------------------------------------------------------------
+
+
+def _commit(
+    cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
+    trigger: str, actor: Actor, delta: tuple[Message, ...] = (), **fields: Any,
+) -> Step:
+    """The next run and its event: charge the ledger, count visits, apply the patch."""
+    seq = run.seq + 1
+    update: dict[str, Any] = {"seq": seq}
+    if not usage.is_zero():
+        ledger = dict(run.ledger)
+        for level in cc.levels_of(run.state):
+            ledger[level.key] = ledger.get(level.key, ZERO) + usage
+        update["ledger"] = ledger
+    patch = fields.get("patch")
+    if patch:
+        update["context"] = {**run.context, **patch}
+    visit_key = run.visit.seq if run.visit is not None else None
+    if move is not None:
+        update.update(_entering(cc, run, move, seq))
+        fields["entered"], fields["exited"] = move.entered, move.exited
+    values = {
+        **_EVENT_DEFAULTS, **fields,
+        "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
+        "target": move.leaf if move is not None else run.state, "trigger": trigger,
+        "actor": actor, "usage": usage, "visit": visit_key if delta else None,
+        "delta": len(delta),
+    }
+    event = Event.model_construct(**values)
+    return Step(run.model_copy(update=update), event, delta)
+
+
+_EVENT_DEFAULTS: dict[str, Any] = {
+    name: f.get_default(call_default_factory=True)
+    for name, f in Event.model_fields.items()
+    if not f.is_required()
+}
+
+
+def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
+    leaf = move.leaf
+    out: dict[str, Any] = {"state": leaf}
+    t = move.transition
+    if t.edge is not None and t.edge.max_traversals is not None:
+        out["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
+    entered_states = [p for p in move.entered if cc.nodes[p].state is not None]
+    if entered_states:
+        visits = dict(run.visits)
+        for p in entered_states:
+            visits[p] = visits.get(p, 0) + 1
+        out["visits"] = visits
+    owner, state = cc.owner_state(leaf)
+    if state.kind == "model":
+        if owner in move.entered:
+            out["visit"] = Visit(state=owner, seq=seq)
+    else:
+        out["visit"] = None
+    node_state = cc.nodes[leaf].state
+    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
+        out["status"] = "waiting"
+        out["reason"] = run.reason or f"waiting for approval in '{owner}'"
+    elif state.kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
+        out["status"] = "ended"
+        out["reason"] = f"ended in '{leaf}'"
+    else:
+        out["status"] = "running"
+        out["reason"] = ""
+    return out

@@ -1,0 +1,191 @@
+"""Tools: typed callables with a JSON schema, a retry policy and an output cap.
+
+The retry policy is mandatory because it decides what resuming after a crash
+may do with a call that started and never finished (see docs/concepts.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from .errors import ToolDefinitionError
+
+RetryPolicy = Literal["safe", "keyed", "reconcile", "never"]
+RETRY_POLICIES: tuple[str, ...] = ("safe", "keyed", "reconcile", "never")
+DEFAULT_OUTPUT_CAP = 8000
+KEY_PARAMETER = "idempotency_key"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable the model may ask for, with what the runtime needs to run it safely."""
+
+    name: str
+    """The name the model calls it by."""
+    description: str
+    """What the tool does, shown to the model."""
+    fn: Callable[..., Any]
+    """The function; sync or async. Keyed tools receive `idempotency_key=`."""
+    args_model: type[BaseModel]
+    """Validates the arguments; its JSON schema is what the model sees."""
+    retry: RetryPolicy
+    """What a resume may do with a call that started and never completed."""
+    needs_approval: bool = False
+    """A human must approve each call before it runs."""
+    repeatable: bool = False
+    """Calls with the same arguments may run more than once."""
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    """Results longer than this many characters are truncated."""
+    reconcile: Callable[..., Any] | None = None
+    """For `retry="reconcile"`: asks the outside world what happened to a call."""
+    schema: dict[str, Any] = field(default_factory=dict)
+    """The JSON schema of the arguments (filled in by `tool`)."""
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments as JSON-ready values; raises `ToolArgumentsError`."""
+        try:
+            parsed = self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolArgumentsError(self.name, exc) from None
+        return parsed.model_dump(mode="python")
+
+    async def invoke(self, arguments: dict[str, Any], key: str | None = None) -> Any:
+        """Run the tool with validated arguments (and its idempotency key when keyed)."""
+        kwargs = dict(arguments)
+        if self.retry == "keyed":
+            kwargs[KEY_PARAMETER] = key
+        out = self.fn(**kwargs)
+        if inspect.isawaitable(out):
+            out = await out
+        return out
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments that do not fit a tool's schema; the message goes back to the model."""
+
+    def __init__(self, tool: str, exc: ValidationError) -> None:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        super().__init__(f"bad arguments for tool '{tool}': {problems}. Fix them and call again.")
+        self.tool = tool
+
+
+def tool(
+    *,
+    retry: RetryPolicy,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+    repeatable: bool = False,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    reconcile: Callable[..., Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function into a `Tool`; the schema comes from its signature.
+
+    Example::
+
+        @tool(retry="safe")
+        async def search_kb(query: str, limit: int = 3) -> str:
+            "Search the knowledge base."
+            ...
+    """
+    if retry not in RETRY_POLICIES:
+        raise ToolDefinitionError(
+            f"retry={retry!r} is not a retry policy; use one of {', '.join(RETRY_POLICIES)}"
+        )
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        tool_name = name or fn.__name__
+        if retry == "reconcile" and reconcile is None:
+            raise ToolDefinitionError(
+                f"tool '{tool_name}' has retry='reconcile' but no reconcile= hook; "
+                "pass a function that reports what happened to a call"
+            )
+        args_model = _args_model(tool_name, fn, keyed=retry == "keyed")
+        doc = description or inspect.getdoc(fn) or tool_name
+        return Tool(
+            name=tool_name,
+            description=doc.strip().splitlines()[0],
+            fn=fn,
+            args_model=args_model,
+            retry=retry,
+            needs_approval=needs_approval,
+            repeatable=repeatable,
+            output_cap=output_cap,
+            reconcile=reconcile,
+            schema=_clean_schema(args_model.model_json_schema()),
+        )
+
+    return wrap
+
+
+def _args_model(tool_name: str, fn: Callable[..., Any], *, keyed: bool) -> type[BaseModel]:
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn)
+    except Exception as exc:
+        raise ToolDefinitionError(f"tool '{tool_name}': cannot read type hints: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if pname == KEY_PARAMETER and keyed:
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"tool '{tool_name}': *args/**kwargs cannot be described to a model; "
+                "name every parameter"
+            )
+        if pname not in hints:
+            raise ToolDefinitionError(
+                f"tool '{tool_name}': parameter '{pname}' has no type hint; annotate it"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (hints[pname], default)
+    if keyed and KEY_PARAMETER not in sig.parameters:
+        raise ToolDefinitionError(
+            f"tool '{tool_name}' has retry='keyed' but no '{KEY_PARAMETER}' parameter; "
+            "add one and pass it to the outside system"
+        )
+    model: type[BaseModel] = create_model(f"{tool_name}_args", **fields)
+    return model
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    schema.pop("title", None)
+    props = schema.get("properties", {})
+    for prop in props.values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal strings."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
+    """Identifies a call by tool name and canonical arguments (spots repeats)."""
+    digest = hashlib.sha256(f"{tool_name}\x00{canonical_json(arguments)}".encode())
+    return digest.hexdigest()[:24]
+
+
+def render_result(value: Any, cap: int) -> str:
+    """A tool's return value as text for the transcript, cut to `cap` characters."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    if len(text) > cap:
+        return f"{text[:cap]}\n[truncated: {len(text) - cap} more characters]"
+    return text
+
+
+ToolFn = Callable[..., Awaitable[Any]] | Callable[..., Any]

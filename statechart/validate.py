@@ -1,0 +1,244 @@
+"""Build-time validation of a chart: every failure names what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .chart import ESCALATED, EXHAUSTED, State
+from .errors import (
+    ChartError,
+    DuplicateStateError,
+    MalformedStateNameError,
+    NoExitError,
+    NoTerminalStateError,
+    UncappedCycleError,
+    UndeclaredFieldError,
+    UnknownTargetError,
+    UnreachableStateError,
+)
+
+if TYPE_CHECKING:
+    from .chart import Chart
+
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+IMPLICIT = (ESCALATED, EXHAUSTED)
+RESERVED = ("think", "act", "approve")
+
+
+def complete_states(chart_name: str, states: tuple[State, ...]) -> tuple[State, ...]:
+    """Add the implicit `escalated` and `exhausted` terminals the user did not write."""
+    names = {s.name for s in states}
+    extra = tuple(State(name, kind="terminal") for name in IMPLICIT if name not in names)
+    return states + extra
+
+
+def validate(chart: Chart) -> None:
+    """Raise the first problem found in `chart` (and its sub-charts, built here)."""
+    _check_names(chart)
+    states = {s.name: s for s in chart.states}
+    if chart.initial not in states:
+        raise UnknownTargetError(
+            f"chart '{chart.name}': initial state '{chart.initial}' is not one of its states"
+        )
+    if not any(s.kind == "terminal" and s.name not in IMPLICIT for s in chart.states):
+        raise NoTerminalStateError(
+            f"chart '{chart.name}' has no terminal state of its own; "
+            "add one, e.g. State('done', kind='terminal')"
+        )
+    _check_kinds(chart)
+    _check_fields(chart)
+    graph = exit_graph(chart)
+    _check_exits(chart, graph)
+    _check_reachable(chart, graph)
+    _check_cycles(chart)
+
+
+def _check_names(chart: Chart) -> None:
+    seen: set[str] = set()
+    for s in chart.states:
+        if not NAME.match(s.name):
+            raise MalformedStateNameError(
+                f"chart '{chart.name}': state name {s.name!r} is malformed; use letters, "
+                "digits, '_' or '-', starting with a letter ('.' separates nested paths)"
+            )
+        if s.name in RESERVED:
+            raise MalformedStateNameError(
+                f"chart '{chart.name}': state name '{s.name}' is reserved for the sub-states "
+                "of model states; choose another name"
+            )
+        if s.name in seen:
+            raise DuplicateStateError(
+                f"chart '{chart.name}': state '{s.name}' is defined twice; rename one"
+            )
+        seen.add(s.name)
+
+
+def _check_kinds(chart: Chart) -> None:
+    names = {s.name for s in chart.states}
+    for s in chart.states:
+        where = f"chart '{chart.name}', state '{s.name}'"
+        if s.kind == "code" and s.handler is None:
+            raise ChartError(f"{where}: a code state needs handler=")
+        if s.kind == "chart":
+            if s.chart is None:
+                raise ChartError(f"{where}: a chart state needs chart= (a factory of the sub-chart)")
+            child = chart.children[s.name]
+            kids = {c.name for c in child.states if c.kind == "terminal"}
+            for term, target in s.exits.items():
+                if term not in kids:
+                    raise UnknownTargetError(
+                        f"{where}: exits maps '{term}', which is not a terminal state of "
+                        f"sub-chart '{child.name}' ({', '.join(sorted(kids))})"
+                    )
+                if target not in names:
+                    raise UnknownTargetError(
+                        f"{where}: exits maps '{term}' to '{target}', which is not a state of "
+                        f"chart '{chart.name}'"
+                    )
+            unmapped = sorted(k for k in kids if k not in s.exits and k not in IMPLICIT)
+            if unmapped:
+                raise ChartError(
+                    f"{where}: sub-chart terminal(s) {', '.join(unmapped)} have no exit; "
+                    f"add them to exits= (e.g. exits={{'{unmapped[0]}': '...'}})"
+                )
+        if s.kind == "approval":
+            for attr in ("on_approve", "on_reject"):
+                if getattr(s, attr) is None:
+                    raise ChartError(f"{where}: an approval state needs {attr}=")
+        if s.on_exhausted not in names:
+            raise UnknownTargetError(
+                f"{where}: on_exhausted='{s.on_exhausted}' is not a state of the chart"
+            )
+        for t in s.max_calls:
+            if t not in s.tool_map:
+                raise ChartError(f"{where}: max_calls names tool '{t}', which the state lacks")
+        if s.tools and s.kind != "model":
+            raise ChartError(f"{where}: only model states offer tools (kind is '{s.kind}')")
+    for target in (chart.on_exhausted,):
+        if target not in names:
+            raise UnknownTargetError(
+                f"chart '{chart.name}': on_exhausted='{target}' is not a state of the chart"
+            )
+    for e in chart.edges:
+        for end in (e.source, e.target):
+            if end not in names:
+                raise UnknownTargetError(
+                    f"chart '{chart.name}', edge {e.key}: '{end}' is not a state of the chart; "
+                    "fix the name or add the state"
+                )
+        src = chart.state_map[e.source]
+        if src.kind == "terminal":
+            raise ChartError(f"chart '{chart.name}', edge {e.key}: terminal states have no exits")
+        if src.kind == "chart":
+            raise ChartError(
+                f"chart '{chart.name}', edge {e.key}: a chart state leaves through its "
+                f"sub-chart's terminals; map them with exits= instead of an edge"
+            )
+    keys = [e.key for e in chart.edges]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ChartError(f"chart '{chart.name}': edge {dupes[0]} is defined twice; keep one")
+
+
+def _check_fields(chart: Chart) -> None:
+    declared = set(chart.context.model_fields)
+    for s in chart.states:
+        for kind, fields in (("reads", s.reads), ("writes", s.writes)):
+            for f in fields:
+                if f not in declared:
+                    raise UndeclaredFieldError(
+                        f"chart '{chart.name}', state '{s.name}' {kind} '{f}', which context "
+                        f"type {chart.context.__name__} does not declare; add the field there"
+                    )
+
+
+def exit_graph(chart: Chart) -> dict[str, set[str]]:
+    """Every way out of each state: edges, approval outcomes, sub-chart exits, exhaustion."""
+    graph: dict[str, set[str]] = {s.name: set() for s in chart.states}
+    for e in chart.edges:
+        graph[e.source].add(e.target)
+    for s in chart.states:
+        if s.kind == "approval":
+            graph[s.name].update(t for t in (s.on_approve, s.on_reject) if t)
+        if s.kind == "chart":
+            graph[s.name].update(s.exits.values())
+            graph[s.name].add(s.exits.get(EXHAUSTED, s.on_exhausted))
+        if s.kind != "terminal":
+            graph[s.name].add(ESCALATED)
+            if s.kind == "model" or s.budget is not None:
+                graph[s.name].add(s.on_exhausted)
+    return graph
+
+
+def _check_exits(chart: Chart, graph: dict[str, set[str]]) -> None:
+    for s in chart.states:
+        if s.kind == "terminal":
+            continue
+        if not graph[s.name] - {ESCALATED, s.on_exhausted} and s.kind in ("model", "code"):
+            raise NoExitError(
+                f"chart '{chart.name}': state '{s.name}' has no exit but escalation; "
+                f"add an Edge('{s.name}', ...)"
+            )
+
+
+def _check_reachable(chart: Chart, graph: dict[str, set[str]]) -> None:
+    seen = {chart.initial}
+    todo = [chart.initial]
+    while todo:
+        for nxt in graph[str(todo.pop())]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    for s in chart.states:
+        if s.name not in seen and s.name not in IMPLICIT:
+            raise UnreachableStateError(
+                f"chart '{chart.name}': state '{s.name}' cannot be reached from "
+                f"'{chart.initial}'; add an edge into it or remove it"
+            )
+
+
+def _check_cycles(chart: Chart) -> None:
+    """Every cycle must pass a state with `max_visits` or an edge with `max_traversals`."""
+    capped = {s.name for s in chart.states if s.max_visits is not None}
+    graph: dict[str, list[str]] = {s.name: [] for s in chart.states if s.name not in capped}
+    for e in chart.edges:
+        if e.max_traversals is None and e.source in graph and e.target in graph:
+            graph[e.source].append(e.target)
+    for s in chart.states:
+        if s.kind == "chart" and s.name in graph:
+            for t in set(s.exits.values()):
+                if t in graph:
+                    graph[s.name].append(t)
+        if s.kind == "approval" and s.name in graph:
+            for t in (s.on_approve, s.on_reject):
+                if t in graph and not any(e.source == s.name and e.target == t for e in chart.edges):
+                    graph[s.name].append(str(t))
+    cycle = next(_cycles(graph), None)
+    if cycle:
+        path = " -> ".join([*cycle, cycle[0]])
+        raise UncappedCycleError(
+            f"chart '{chart.name}': cycle {path} has no cap; set max_visits on one of its "
+            "states or max_traversals on one of its edges"
+        )
+
+
+def _cycles(graph: dict[str, list[str]]) -> Iterator[list[str]]:
+    color: dict[str, int] = dict.fromkeys(graph, 0)
+    stack: list[str] = []
+
+    def visit(node: str) -> Iterator[list[str]]:
+        color[node] = 1
+        stack.append(node)
+        for nxt in graph[node]:
+            if color[nxt] == 1:
+                yield stack[stack.index(nxt):]
+            elif color[nxt] == 0:
+                yield from visit(nxt)
+        stack.pop()
+        color[node] = 2
+
+    for node in graph:
+        if color[node] == 0:
+            yield from visit(node)
