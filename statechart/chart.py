@@ -188,7 +188,8 @@ class Chart:
             tools = ",".join(f"{t.name}:{t.retry}:{t.needs_approval}" for t in s.tools)
             lines.append(
                 f"state {s.name} {s.kind} tools=[{tools}] reads={s.reads} writes={s.writes} "
-                f"iter={s.max_iterations} visits={s.max_visits} calls={sorted(s.max_calls.items())} "
+                f"iter={s.max_iterations} visits={s.max_visits} "
+                f"calls={sorted(s.max_calls.items())} "
                 f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())}"
             )
             if s.name in self.children:

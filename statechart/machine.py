@@ -35,11 +35,11 @@ EXIT = "exit"
 CANCEL = "cancel"
 
 
-class _DotState(NestedState):  # type: ignore[misc]
+class _DotState(NestedState):
     separator = "."
 
 
-class _Machine(HierarchicalMachine):  # type: ignore[misc]
+class _Machine(HierarchicalMachine):
     state_cls = _DotState
 
 
@@ -47,6 +47,9 @@ class _Holder:
     """The one reusable model object whose `state` attribute the machine drives."""
 
     state: str = ""
+
+    def trigger(self, name: str, **kwargs: Any) -> bool:  # replaced by the machine
+        raise NotImplementedError
 
 
 def go(path: str) -> str:
@@ -289,7 +292,7 @@ class CompiledChart:
             auto_transitions=False, send_event=True, model_attribute="state",
         )
         for t in self.transitions:
-            conds = []
+            conds: list[Callable[..., bool | None] | str] = []
             if t.edge is not None and t.edge.guard is not None:
                 conds.append(lambda ev, t=t: bool(ev.kwargs["allow"](t)))
             m.add_transition(t.trigger, t.source, t.dest, conditions=conds)
@@ -299,7 +302,9 @@ class CompiledChart:
     def _holder(self) -> _Holder:
         return _Holder()
 
-    def machine_fire(self, leaf: str, trigger: str, allow: Callable[[Transition], bool]) -> str | None:
+    def machine_fire(
+        self, leaf: str, trigger: str, allow: Callable[[Transition], bool]
+    ) -> str | None:
         """Ask the `transitions` machine itself (for the differential test and the floor)."""
         m, h = self.machine, self._holder
         with self._lock:

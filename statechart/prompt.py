@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, create_model
 
@@ -71,10 +71,10 @@ def _build_view(cc: CompiledChart, path: str) -> ModelView:
 
 
 def _writes_model(chart: Chart, state: State, targets: tuple[str, ...]) -> type[BaseModel]:
-    fields: dict[str, Any] = {"target": (Literal[targets], ...)}  # type: ignore[valid-type]
+    fields: dict[str, Any] = {"target": (Literal[targets], ...)}
     for name in state.writes:
         info = chart.context.model_fields[name]
-        fields[name] = (info.annotation | None, None)  # type: ignore[operator]
+        fields[name] = (Optional[info.annotation], None)  # noqa: UP045 (a runtime type)
     model: type[BaseModel] = create_model(f"{chart.name}_{state.name}_next_state", **fields)
     return model
 

@@ -83,7 +83,7 @@ def _check_kinds(chart: Chart) -> None:
             raise ChartError(f"{where}: a code state needs handler=")
         if s.kind == "chart":
             if s.chart is None:
-                raise ChartError(f"{where}: a chart state needs chart= (a factory of the sub-chart)")
+                raise ChartError(f"{where}: a chart state needs chart= (a sub-chart factory)")
             child = chart.children[s.name]
             kids = {c.name for c in child.states if c.kind == "terminal"}
             for term, target in s.exits.items():
@@ -212,9 +212,10 @@ def _check_cycles(chart: Chart) -> None:
                 if t in graph:
                     graph[s.name].append(t)
         if s.kind == "approval" and s.name in graph:
-            for t in (s.on_approve, s.on_reject):
-                if t in graph and not any(e.source == s.name and e.target == t for e in chart.edges):
-                    graph[s.name].append(str(t))
+            declared = {e.target for e in chart.edges if e.source == s.name}
+            for out in (s.on_approve, s.on_reject):
+                if out is not None and out in graph and out not in declared:
+                    graph[s.name].append(out)
     cycle = next(_cycles(graph), None)
     if cycle:
         path = " -> ".join([*cycle, cycle[0]])

@@ -10,7 +10,6 @@ from typing import Any
 from ..errors import ModelError
 from .base import Reply, Request, ToolCall, Usage
 
-
 _ids = itertools.count(1)
 
 
