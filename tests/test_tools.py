@@ -1,0 +1,101 @@
+"""Tools: schemas from signatures, validation, retry policies, output caps, fingerprints."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from statechart import ToolDefinitionError, fingerprint, tool
+from statechart.tools import ToolArgumentsError, render_result
+
+
+class Filter(BaseModel):
+    status: str
+    limit: int = 5
+
+
+@tool(retry="safe")
+async def search_kb(query: str, filters: Filter | None = None, limit: int = 3) -> list[str]:
+    """Search the knowledge base.
+
+    Longer text that is not shown.
+    """
+    return [query] * limit
+
+
+def test_schema_comes_from_the_signature() -> None:
+    schema = search_kb.schema
+    assert schema["type"] == "object"
+    assert schema["required"] == ["query"]
+    assert schema["properties"]["query"] == {"type": "string"}
+    assert schema["properties"]["limit"] == {"type": "integer", "default": 3}
+    assert "Filter" in schema["$defs"]
+    assert search_kb.description == "Search the knowledge base."
+    assert search_kb.name == "search_kb" and search_kb.retry == "safe"
+
+
+def test_validation_coerces_and_reports_bad_arguments() -> None:
+    assert search_kb.validate({"query": "x", "limit": "2"}) == {
+        "query": "x", "filters": None, "limit": 2,
+    }
+    with pytest.raises(ToolArgumentsError, match=r"search_kb'.*limit: Input should be a valid"):
+        search_kb.validate({"query": "x", "limit": "many"})
+    with pytest.raises(ToolArgumentsError, match="query: Field required"):
+        search_kb.validate({})
+
+
+def test_retry_policy_is_mandatory_and_checked() -> None:
+    with pytest.raises(TypeError):
+        tool()(lambda q: q)  # type: ignore[call-arg]
+    with pytest.raises(ToolDefinitionError, match="retry='sometimes' is not a retry policy"):
+        tool(retry="sometimes")  # type: ignore[arg-type]
+
+
+def test_keyed_tool_needs_a_key_parameter_hidden_from_the_model() -> None:
+    with pytest.raises(ToolDefinitionError, match="no 'idempotency_key' parameter"):
+        @tool(retry="keyed")
+        def refund(amount: int) -> str:
+            return "ok"
+
+    @tool(retry="keyed")
+    def refund2(amount: int, idempotency_key: str | None = None) -> str:
+        return f"{amount}:{idempotency_key}"
+
+    assert "idempotency_key" not in refund2.schema["properties"]
+
+
+def test_reconcile_tool_needs_its_hook() -> None:
+    with pytest.raises(ToolDefinitionError, match="no reconcile= hook"):
+        @tool(retry="reconcile")
+        def send(x: str) -> str:
+            return x
+
+
+def test_untyped_parameters_are_refused() -> None:
+    with pytest.raises(ToolDefinitionError, match="parameter 'x' has no type hint"):
+        @tool(retry="safe")
+        def bad(x) -> str:  # type: ignore[no-untyped-def]
+            return str(x)
+
+
+@pytest.mark.anyio
+async def test_sync_and_async_tools_both_invoke() -> None:
+    @tool(retry="safe")
+    def double(n: int) -> int:
+        return n * 2
+
+    assert await double.invoke({"n": 4}) == 8
+    assert await search_kb.invoke({"query": "a", "filters": None, "limit": 2}) == ["a", "a"]
+
+
+def test_output_is_capped() -> None:
+    text = render_result("x" * 9000, 8000)
+    assert text.startswith("x" * 8000)
+    assert text.endswith("[truncated: 1000 more characters]")
+    assert render_result({"b": 1, "a": [1, 2]}, 100) == '{"a":[1,2],"b":1}'
+
+
+def test_fingerprint_ignores_key_order_and_tells_arguments_apart() -> None:
+    assert fingerprint("t", {"a": 1, "b": 2}) == fingerprint("t", {"b": 2, "a": 1})
+    assert fingerprint("t", {"a": 1}) != fingerprint("t", {"a": 2})
+    assert fingerprint("t", {"a": 1}) != fingerprint("u", {"a": 1})

@@ -1,0 +1,164 @@
+"""Build-time validation: each broken chart raises its own error naming what to fix."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from statechart import (
+    Budget,
+    Chart,
+    ChartError,
+    Decision,
+    DuplicateStateError,
+    Edge,
+    MalformedStateNameError,
+    MissingBudgetError,
+    NoExitError,
+    NoTerminalStateError,
+    State,
+    UncappedCycleError,
+    UndeclaredFieldError,
+    UnknownTargetError,
+    UnreachableStateError,
+)
+
+DONE = State("done", kind="terminal")
+B = Budget(max_steps=10)
+
+
+async def _go(ctx: BaseModel) -> Decision:
+    return Decision("done")
+
+
+def test_unknown_target_names_the_edge() -> None:
+    with pytest.raises(UnknownTargetError, match=r"edge a->nowhere: 'nowhere'"):
+        Chart("c", states=(State("a"), DONE), edges=(Edge("a", "nowhere"),))
+
+
+@pytest.mark.parametrize("name", ["", "a.b", "1st", "has space", "think"])
+def test_malformed_state_name(name: str) -> None:
+    with pytest.raises(MalformedStateNameError, match="state name"):
+        Chart("c", states=(State(name), DONE), edges=())
+
+
+def test_duplicate_state() -> None:
+    with pytest.raises(DuplicateStateError, match="state 'a' is defined twice"):
+        Chart("c", states=(State("a"), State("a"), DONE), edges=(Edge("a", "done"),))
+
+
+def test_unreachable_state() -> None:
+    with pytest.raises(UnreachableStateError, match="state 'island' cannot be reached from 'a'"):
+        Chart(
+            "c",
+            states=(State("a"), State("island"), DONE),
+            edges=(Edge("a", "done"), Edge("island", "done")),
+        )
+
+
+def test_non_terminal_state_without_exit() -> None:
+    with pytest.raises(NoExitError, match="state 'b' has no exit"):
+        Chart("c", states=(State("a"), State("b"), DONE), edges=(Edge("a", "b"), Edge("a", "done")))
+
+
+def test_uncapped_cycle_names_the_cycle() -> None:
+    with pytest.raises(UncappedCycleError, match="cycle a -> b -> a"):
+        Chart(
+            "c",
+            states=(State("a"), State("b"), DONE),
+            edges=(Edge("a", "b"), Edge("b", "a"), Edge("b", "done")),
+        )
+
+
+def test_uncapped_self_loop() -> None:
+    with pytest.raises(UncappedCycleError, match="cycle a -> a"):
+        Chart("c", states=(State("a"), DONE), edges=(Edge("a", "a"), Edge("a", "done")))
+
+
+def test_cycle_capped_by_state_or_edge_is_fine() -> None:
+    Chart("c", states=(State("a", max_visits=2), DONE), edges=(Edge("a", "a"), Edge("a", "done")))
+    Chart(
+        "c",
+        states=(State("a"), State("b"), DONE),
+        edges=(Edge("a", "b"), Edge("b", "a", max_traversals=1), Edge("b", "done")),
+    )
+
+
+def test_cycle_inside_a_sub_chart_is_checked() -> None:
+    def child() -> Chart:
+        return Chart("child", states=(State("x"), State("y"), DONE),
+                     edges=(Edge("x", "y"), Edge("y", "x"), Edge("y", "done")))
+
+    with pytest.raises(UncappedCycleError, match="chart 'child': cycle x -> y -> x"):
+        Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE))
+
+
+class Ctx(BaseModel):
+    ticket: str = ""
+
+
+def test_written_field_the_context_does_not_declare() -> None:
+    with pytest.raises(UndeclaredFieldError, match="state 'a' writes 'reply'.*Ctx"):
+        Chart("c", states=(State("a", writes=("reply",)), DONE), edges=(Edge("a", "done"),),
+              context=Ctx)
+
+
+def test_read_field_the_context_does_not_declare() -> None:
+    with pytest.raises(UndeclaredFieldError, match="reads 'account'"):
+        Chart("c", states=(State("a", reads=("account",)), DONE), edges=(Edge("a", "done"),),
+              context=Ctx)
+
+
+def test_no_terminal_state() -> None:
+    with pytest.raises(NoTerminalStateError, match="chart 'c' has no terminal state"):
+        Chart("c", states=(State("a", max_visits=1),), edges=(Edge("a", "a"),))
+
+
+def test_root_without_max_steps_cannot_compile() -> None:
+    c = Chart("c", states=(State("a"), DONE), edges=(Edge("a", "done"),))
+    with pytest.raises(MissingBudgetError, match="root chart 'c' has no max_steps"):
+        _ = c.compiled
+
+
+def test_chart_state_must_map_every_sub_chart_terminal() -> None:
+    def child() -> Chart:
+        return Chart("child", states=(State("x"), State("ok", kind="terminal"),
+                                      State("bad", kind="terminal")),
+                     edges=(Edge("x", "ok"), Edge("x", "bad")))
+
+    with pytest.raises(ChartError, match=r"terminal\(s\) bad have no exit"):
+        Chart("c", states=(State("sub", kind="chart", chart=child, exits={"ok": "done"}), DONE),
+              budget=B)
+
+
+def test_chart_state_leaves_only_through_exits() -> None:
+    def child() -> Chart:
+        return Chart("child", states=(State("x"), DONE), edges=(Edge("x", "done"),))
+
+    with pytest.raises(ChartError, match="map them with exits="):
+        Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+              edges=(Edge("sub", "done"),))
+
+
+def test_code_state_needs_a_handler_and_approval_its_outcomes() -> None:
+    with pytest.raises(ChartError, match="code state needs handler="):
+        Chart("c", states=(State("a", kind="code"), DONE), edges=(Edge("a", "done"),))
+    with pytest.raises(ChartError, match="approval state needs on_approve="):
+        Chart("c", states=(State("a", kind="approval"), DONE), edges=(Edge("a", "done"),))
+
+
+def test_escalated_and_exhausted_are_implicit_terminals() -> None:
+    c = Chart("c", states=(State("a", kind="code", handler=_go), DONE), edges=(Edge("a", "done"),),
+              budget=B)
+    kinds = {s.name: s.kind for s in c.states}
+    assert kinds["escalated"] == "terminal" and kinds["exhausted"] == "terminal"
+    assert c.compiled.resolve("a", "go:escalated") is not None
+
+
+def test_version_is_stable_and_changes_with_structure() -> None:
+    def make(cap: int) -> Chart:
+        return Chart("c", states=(State("a", max_visits=cap), DONE),
+                     edges=(Edge("a", "a"), Edge("a", "done")), budget=B)
+
+    assert make(2).version == make(2).version
+    assert make(2).version != make(3).version
