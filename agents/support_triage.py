@@ -1,0 +1,193 @@
+"""Support triage (seed 003): intake, a capped research loop, draft, a code review, send.
+
+Run it offline with its deterministic demo model (a stand-in for a real
+model, so the command works anywhere with no API key):
+
+    python agents/support_triage.py
+
+The send step needs a human's approval; the demo approves as `demo-operator`.
+The helpdesk data is a small in-memory fixture here; a real SQLite helpdesk
+arrives with the CLI issue.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from statechart import (
+    Budget,
+    Chart,
+    Decision,
+    Edge,
+    Facts,
+    FunctionModel,
+    MemoryStore,
+    Reply,
+    Request,
+    State,
+    Usage,
+    approve,
+    call,
+    reply,
+    run_to_end,
+    start,
+    tool,
+)
+
+TICKETS = {"T-1001": {"customer": "acme", "text": "I was charged twice for my May invoice."}}
+ARTICLES = {
+    "double charge": "KB-12: duplicate charges are refunded within 5 days after verification.",
+    "invoice": "KB-7: invoices are issued on the 1st; corrections need the invoice number.",
+}
+ACCOUNTS = {"acme": {"plan": "business", "open_invoices": 0, "refunds_this_year": 1}}
+OUTBOX: list[str] = []
+
+
+class Ticket(BaseModel):
+    """The triage context: what the states read and write."""
+
+    ticket_id: str = ""
+    ticket: str | None = None
+    findings: str | None = None
+    draft: str | None = None
+    review_passed: bool = False
+
+
+@tool(retry="safe")
+def fetch_ticket(ticket_id: str) -> str:
+    """Load a ticket by id."""
+    found = TICKETS.get(ticket_id)
+    return json.dumps(found) if found else f"no ticket {ticket_id}"
+
+
+@tool(retry="safe")
+def search_kb(query: str) -> str:
+    """Search the knowledge base."""
+    hits = [text for key, text in ARTICLES.items() if key in query.lower()]
+    return "\n".join(hits) or "no articles found"
+
+
+@tool(retry="safe")
+def lookup_account(customer: str) -> str:
+    """Look up a customer's account."""
+    return json.dumps(ACCOUNTS.get(customer, {}))
+
+
+@tool(retry="safe")
+def draft_reply(text: str) -> str:
+    """Write the reply draft."""
+    return f"draft saved ({len(text)} characters)"
+
+
+@tool(retry="never", needs_approval=True)
+def send_reply(text: str) -> str:
+    """Send the reply to the customer."""
+    OUTBOX.append(text)
+    return "sent"
+
+
+async def policy_check(ctx: Ticket) -> Decision:
+    """Code, not a model: a draft must cite an article and promise no amounts."""
+    draft = ctx.draft or ""
+    ok = "KB-" in draft and "$" not in draft
+    if ok:
+        return Decision("send", {"review_passed": True}, reason="policy check passed")
+    return Decision("draft", {"review_passed": False}, reason="draft must cite a KB article")
+
+
+def review_passed(facts: Facts) -> str | None:
+    """Send only after a passed review."""
+    return None if getattr(facts.context, "review_passed", False) else "review has not passed"
+
+
+chart = Chart(
+    "support_triage",
+    context=Ticket,
+    budget=Budget(max_steps=60, max_tokens=50_000, max_cost_micros=200_000),
+    states=(
+        State("intake", tools=(fetch_ticket,), reads=("ticket_id",), writes=("ticket",),
+              instructions="Load the ticket, then summarise it into `ticket`."),
+        State("research", tools=(search_kb, lookup_account), reads=("ticket",),
+              writes=("findings",), max_visits=3, max_calls={"search_kb": 3},
+              instructions="Find what policy applies; record it in `findings`."),
+        State("draft", tools=(draft_reply,), reads=("ticket", "findings"), writes=("draft",),
+              instructions="Draft a reply citing the article you relied on."),
+        State("review", kind="code", handler=policy_check, writes=("review_passed",)),
+        State("send", tools=(send_reply,), reads=("draft",),
+              instructions="Send the approved draft."),
+        State("done", kind="terminal"),
+    ),
+    edges=(
+        Edge("intake", "research"),
+        Edge("research", "research"),
+        Edge("research", "draft"),
+        Edge("draft", "review"),
+        Edge("review", "send", guard=review_passed),
+        Edge("review", "draft", max_traversals=1),
+        Edge("send", "done"),
+    ),
+)
+
+
+def demo_policy(request: Request) -> Reply:
+    """The offline stand-in: a fixed, sensible path through the chart."""
+    done = {m.tool_call_id for m in request.transcript if m.role == "tool"}
+    used = [c.name for m in request.transcript for c in m.tool_calls if c.id in done]
+    usage = Usage(input_tokens=120 + 40 * len(request.transcript), output_tokens=30,
+                  cost_micros=90)
+
+    def say(name: str, **args: Any) -> Reply:
+        return reply(call(name, **args), usage=usage)
+
+    state = request.state
+    if state == "intake":
+        if "fetch_ticket" not in used:
+            return say("fetch_ticket", ticket_id=request.context["ticket_id"])
+        text = json.loads(request.transcript[-1].content)["text"]
+        return say("next_state", target="research", ticket=text)
+    if state == "research":
+        if "search_kb" not in used:
+            return say("search_kb", query="double charge")
+        if "lookup_account" not in used:
+            return say("lookup_account", customer="acme")
+        return say("next_state", target="draft", findings=request.transcript[1].content)
+    if state == "draft":
+        text = ("Sorry for the double charge. Per KB-12 we refund duplicate charges within "
+                "5 days after verification; we have started that for you.")
+        if "draft_reply" not in used:
+            return say("draft_reply", text=text)
+        return say("next_state", target="review", draft=text)
+    if state == "send":
+        if "send_reply" not in used:
+            return say("send_reply", text=str(request.context["draft"]))
+        return say("next_state", target="done")
+    return say("next_state", target="escalated")
+
+
+async def main() -> None:
+    store = MemoryStore()
+    model = FunctionModel(demo_policy, spec="demo:support_triage")
+    run = await start(chart, store=store, model=model, context={"ticket_id": "T-1001"})
+    run = await run_to_end(chart, run, store=store, model=model)
+    if run.status == "waiting":
+        print(f"waiting: {run.reason} -> approving as demo-operator")
+        await approve(chart, run.run_id, store=store, by="demo-operator")
+        run = await run_to_end(chart, run.run_id, store=store, model=model)
+    print(f"{'seq':>3}  {'actor':<6} {'transition':<44} note")
+    for e in await store.events(run.run_id):
+        move = f"{e.source} -> {e.target}"
+        called = e.call.name if e.call else ", ".join(c.name for c in e.calls)
+        note = e.refused or e.reason or called
+        print(f"{e.seq:>3}  {e.actor:<6} {move:<44} {note}")
+    spent = run.ledger[""]
+    print(f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
+          f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}")
+    print(f"sent: {OUTBOX}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
