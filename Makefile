@@ -13,7 +13,7 @@ $(BIN)/python: pyproject.toml
 	touch $(BIN)/python
 
 demo: $(BIN)/python
-	$(BIN)/python -m statechart.demo
+	$(BIN)/python agents/support_triage.py
 
 lint: $(BIN)/python
 	$(BIN)/ruff check statechart tests benchmarks
