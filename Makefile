@@ -16,7 +16,7 @@ demo: $(BIN)/python
 	$(BIN)/python agents/support_triage.py
 
 lint: $(BIN)/python
-	$(BIN)/ruff check statechart tests benchmarks
+	$(BIN)/ruff check statechart tests benchmarks agents
 	$(BIN)/mypy
 
 test: lint

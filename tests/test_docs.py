@@ -21,7 +21,7 @@ def blocks() -> list[tuple[str, int, str]]:
 
 
 @pytest.mark.parametrize(("page", "index", "code"), blocks(), ids=lambda v: str(v)[:40])
-def test_doc_example_runs(page: str, index: int, code: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doc_example_runs(page: str, index: int, code: str) -> None:
     namespace: dict[str, object] = {"__name__": f"docs_{index}"}
     exec(compile(code, f"{page}[{index}]", "exec"), namespace)
 

@@ -130,15 +130,18 @@ def test_run_sync_from_plain_code() -> None:
     assert end.state == "send"
 
 
-PUBLIC = """
-Budget Chart ChartError ConflictError Decision DuplicateStateError ESCALATED EXHAUSTED Edge Event
-Facts FunctionModel Intent MalformedStateNameError MemoryStore Message MissingBudgetError Model
-ModelError NoExitError NoTerminalStateError NotWaitingError QueuedCall Reply Request Run
-RunEndedError RunError RunNotFoundError ScriptedModel Session Spent State StatechartError Step
-Store Tool ToolCall ToolDefinitionError ToolSpec UncappedCycleError UndeclaredFieldError
-UnknownTargetError UnreachableStateError Usage Visit approve call cancel drive fingerprint reject
-reply run_sync run_to_end start step tool
-""".split()
+PUBLIC = [
+    "Budget", "Chart", "ChartError", "ConflictError", "Decision", "DuplicateStateError",
+    "ESCALATED", "EXHAUSTED", "Edge", "Event", "Facts", "FunctionModel", "Intent",
+    "MalformedStateNameError", "MemoryStore", "Message", "MissingBudgetError", "Model",
+    "ModelError", "NoExitError", "NoTerminalStateError", "NotWaitingError", "QueuedCall",
+    "Reply", "Request", "Run", "RunEndedError", "RunError", "RunNotFoundError", "ScriptedModel",
+    "Session", "Spent", "State", "StatechartError", "Step", "Store", "Tool", "ToolCall",
+    "ToolDefinitionError", "ToolSpec", "UncappedCycleError", "UndeclaredFieldError",
+    "UnknownTargetError", "UnreachableStateError", "Usage", "Visit", "approve", "call",
+    "cancel", "drive", "fingerprint", "reject", "reply", "run_sync", "run_to_end", "start",
+    "step", "tool",
+]
 
 
 def test_public_api_is_locked() -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from statechart import Event, Run
+from statechart import Event, Run, call, reply
 
 from .helpers import run_script
 from .test_step import chart, finish
-from statechart import call, reply
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +20,8 @@ async def test_run_and_events_round_trip_through_json() -> None:
         assert Run.model_validate_json(s.run.model_dump_json()) == s.run
         assert Event.model_validate_json(s.event.model_dump_json()) == s.event
     mid = steps[1].run
-    assert mid.visit is not None and Run.model_validate_json(mid.model_dump_json()).visit == mid.visit
+    assert mid.visit is not None
+    assert Run.model_validate_json(mid.model_dump_json()).visit == mid.visit
     assert end.model == "scripted" and end.chart_version == chart().version
 
 

@@ -118,7 +118,8 @@ async def test_bad_and_malformed_arguments_are_error_results() -> None:
     raw = reply(ToolCall(id="c2", name="search_kb", arguments='{"query": '))
     _, steps, _, _ = await run_script(chart(), [bad, raw, *finish()])
     results = tool_results(steps)
-    assert "bad arguments for tool 'search_kb': query: Input should be a valid string" in results["c1"]
+    expected = "bad arguments for tool 'search_kb': query: Input should be a valid string"
+    assert expected in results["c1"]
     assert "not valid JSON" in results["c2"]
 
 
@@ -194,7 +195,8 @@ async def test_per_tool_call_cap_per_visit() -> None:
 
 
 async def test_repeated_call_is_refused_unless_repeatable() -> None:
-    again = [reply(call("search_kb", "a", query="same")), reply(call("search_kb", "b", query="same"))]
+    again = [reply(call("search_kb", "a", query="same")),
+             reply(call("search_kb", "b", query="same"))]
     _, steps, _, _ = await run_script(chart(), [*again, *finish()])
     assert "already ran with these arguments" in tool_results(steps)["b"]
 
@@ -252,7 +254,8 @@ async def test_visits_cap_and_self_loop_starts_a_fresh_visit() -> None:
         budget=Budget(max_steps=30),
     )
     replies = [reply(call("search_kb", query="a")), reply(call("next_state", target="work")),
-               reply(call("next_state", "n", target="work")), reply(call("next_state", target="done"))]
+               reply(call("next_state", "n", target="work")),
+               reply(call("next_state", target="done"))]
     end, steps, model, _ = await run_script(c, replies)
     assert model.requests[2].transcript == ()  # a new visit starts with an empty transcript
     assert "state 'work' was already visited 2 time(s) (max_visits=2)" in tool_results(steps)["n"]

@@ -98,7 +98,7 @@ class Ctx(BaseModel):
 
 
 def test_written_field_the_context_does_not_declare() -> None:
-    with pytest.raises(UndeclaredFieldError, match="state 'a' writes 'reply'.*Ctx"):
+    with pytest.raises(UndeclaredFieldError, match=r"state 'a' writes 'reply'.*Ctx"):
         Chart("c", states=(State("a", writes=("reply",)), DONE), edges=(Edge("a", "done"),),
               context=Ctx)
 
