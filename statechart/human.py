@@ -8,8 +8,8 @@ from .budget import ZERO
 from .errors import NotWaitingError, RunEndedError
 from .machine import CANCEL, CompiledChart, go
 from .models.base import Message
+from .moves import commit, try_move
 from .run import QueuedCall, Run, Step
-from .step import _commit, try_move
 
 
 def decide(
@@ -34,9 +34,9 @@ def decide(
     move = try_move(cc, run, go(prefix + str(target)), {})
     if isinstance(move, str):
         waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
-        return _commit(cc, waiting, None, now, ZERO, trigger=verb, actor="human",
+        return commit(cc, waiting, None, now, ZERO, trigger=verb, actor="human",
                        reason=reason, refused=move)
-    return _commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason)
+    return commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason)
 
 
 def _decide_call(
@@ -54,14 +54,14 @@ def _decide_call(
         })
         t = cc.resolve(run.state, "approved")
         assert t is not None
-        return _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
+        return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
                        actor="human", reason=reason, call=call,
                        result=f"edited arguments: {edits}" if edits else None)
     msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
     t = cc.resolve(run.state, "rejected")
     assert t is not None
-    return _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected",
+    return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected",
                    actor="human", reason=reason, call=call, result=msg.content, delta=(msg,))
 
 
@@ -72,7 +72,7 @@ def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
     t = cc.resolve(run.state, CANCEL)
     assert t is not None
     run = run.model_copy(update={"pending": ()})
-    step = _commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
+    step = commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
                    reason=reason)
     ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
     return type(step)(ended, step.event, step.delta)

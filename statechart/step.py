@@ -16,14 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .budget import ONE_STEP, ZERO, Spent, exhausted_kind
-from .chart import ESCALATED, Decision, Facts, State
-from .machine import EXIT, CompiledChart, Move, Transition, exhaust, go
+from .chart import ESCALATED, Decision, State
+from .machine import CompiledChart, Move, exhaust, go
 from .models.base import Message, Reply, Request, ToolCall
+from .moves import NOT_EXECUTED, commit, drop_queue, try_move
 from .prompt import NEXT_STATE, build_request, model_view
-from .run import Actor, Event, QueuedCall, Run, Step, Visit
+from .run import Actor, QueuedCall, Run, Step
 from .tools import Tool, ToolArgumentsError, fingerprint, render_result
-
-NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
 
 @dataclass(frozen=True)
@@ -243,7 +242,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
             f"of the offered tools or {NEXT_STATE}"
         )
         nudge = Message(role="user", content=f"refused: {why}")
-        return _commit(cc, run, None, now, usage, trigger="reply", actor="model",
+        return commit(cc, run, None, now, usage, trigger="reply", actor="model",
                        refused=why, result=why, delta=(said, nudge))
     calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
@@ -252,7 +251,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
     t = cc.resolve(run.state, "propose")
     assert t is not None
     run = run.model_copy(update={"pending": queue})
-    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger="propose", actor="model",
+    return commit(cc, run, cc.move(run.state, t), now, usage, trigger="propose", actor="model",
                    calls=reply.tool_calls, delta=(said, *extra))
 
 
@@ -277,39 +276,28 @@ def _after_tool(
     assert t is not None
     usage = ONE_STEP + Spent(tool_calls=1) + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
-    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
+    return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
                    call=effect.call, result=text, error=error, fingerprint=effect.fingerprint,
                    delta=(msg,))
 
 
 def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
     head = run.pending[0].call
-    delta = _drop_queue(run, f"refused: {why}")
+    delta = drop_queue(run, f"refused: {why}")
     run = run.model_copy(update={"pending": ()})
     t = cc.resolve(run.state, "results")
     assert t is not None
-    return _commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="refuse",
+    return commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="refuse",
                    actor="model", call=head, refused=why, result=f"refused: {why}", delta=delta)
-
-
-def _drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Message, ...]:
-    """Results for the queued calls that will not run now (the head gets `head_text`)."""
-    out = []
-    for i, q in enumerate(run.pending):
-        if i == 0 and keep_head:
-            continue
-        out.append(Message(role="tool", tool_call_id=q.call.id,
-                           content=head_text if i == 0 else NOT_EXECUTED))
-    return tuple(out)
 
 
 def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
     head = run.pending[0]
-    delta = _drop_queue(run, "", keep_head=True)
+    delta = drop_queue(run, "", keep_head=True)
     run = run.model_copy(update={"pending": (head,), "reason": why})
     t = cc.resolve(run.state, "ask")
     assert t is not None
-    return _commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="ask",
+    return commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="ask",
                    actor="system", call=head.call, reason=why, delta=delta)
 
 
@@ -335,60 +323,8 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
     text = f"moved to '{target}'"
     msg = Message(role="tool", tool_call_id=call.id, content=text)
     run = run.model_copy(update={"pending": ()})
-    return _commit(cc, run, move, now, ONE_STEP + wall, trigger=move.transition.trigger,
+    return commit(cc, run, move, now, ONE_STEP + wall, trigger=move.transition.trigger,
                    actor="model", call=call, patch=values, result=text, delta=(msg,))
-
-
-def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -> Move | str:
-    """The move `trigger` makes from the run's state, or the reason it is refused."""
-    t = cc.resolve(run.state, trigger)
-    target = trigger.removeprefix("go:")
-    here = cc.owner_state(run.state)[0]
-    if t is None or t.trigger != trigger:
-        legal = ", ".join(sorted(_targets(cc, run.state))) or "none"
-        return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
-    edge = t.edge
-    if edge is not None and edge.max_traversals is not None:
-        taken = run.traversals.get(t.key, 0)
-        if taken >= edge.max_traversals:
-            return (f"edge {t.key} was already taken {taken} time(s) "
-                    f"(max_traversals={edge.max_traversals}); choose another target")
-    if edge is not None and edge.guard is not None:
-        refusal = _check_guard(cc, run, t, patch)
-        if refusal is not None:
-            return refusal
-    move = cc.move(run.state, t)
-    for path in move.entered:
-        state = cc.nodes[path].state
-        if state is not None and state.max_visits is not None:
-            seen = run.visits.get(path, 0)
-            if seen >= state.max_visits:
-                return (f"state '{path}' was already visited {seen} time(s) "
-                        f"(max_visits={state.max_visits}); choose another target")
-    return move
-
-
-def _targets(cc: CompiledChart, leaf: str) -> list[str]:
-    here = cc.owner_state(leaf)[0]
-    prefix = cc.nodes[here].prefix
-    return [t.dest.removeprefix(prefix) for t in cc.table.get(here, {}).values()
-            if t.trigger.startswith("go:")]
-
-
-def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
-    assert t.edge is not None and t.edge.guard is not None
-    chart = cc.nodes[t.source].chart
-    context = chart.context.model_construct(**{**run.context, **patch})
-    facts = Facts(context=context, run=run, source=t.source, target=t.dest)
-    try:
-        verdict = t.edge.guard(facts)
-    except Exception as exc:
-        return f"guard of edge {t.key} raised {type(exc).__name__}: {exc}"
-    if verdict is None or verdict is True:
-        return None
-    if verdict is False:
-        return f"guard of edge {t.key} refused the move"
-    return f"edge {t.key} refused: {verdict}"
 
 
 def _after_handler(
@@ -407,7 +343,7 @@ def _after_handler(
     if problem is not None:
         return _escalate(cc, run, problem, now, usage, actor="code", refused=problem)
     assert isinstance(move, Move)
-    return _commit(cc, run, move, now, usage, trigger=move.transition.trigger, actor="code",
+    return commit(cc, run, move, now, usage, trigger=move.transition.trigger, actor="code",
                    reason=decision.reason, patch=patch)
 
 
@@ -435,10 +371,10 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     level = which.rsplit(":", 1)[0]
     t = cc.resolve(run.state, exhaust(level))
     assert t is not None, (run.state, which)
-    delta = _drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
     run = run.model_copy(update={"pending": ()})
     reason = f"budget exhausted at {which or 'root'}; routed to '{t.dest}'"
-    return _commit(cc, run, cc.move(run.state, t), now, wall, trigger=t.trigger, actor="system",
+    return commit(cc, run, cc.move(run.state, t), now, wall, trigger=t.trigger, actor="system",
                    reason=reason, exhausted=which, delta=delta)
 
 
@@ -446,81 +382,13 @@ def _escalate(
     cc: CompiledChart, run: Run, why: str, now: float, usage: Spent, *, actor: Actor,
     error: str | None = None, refused: str | None = None,
 ) -> Step:
-    delta = _drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
     here = cc.owner_state(run.state)[0]
     t = cc.resolve(run.state, go(cc.nodes[here].prefix + ESCALATED))
     assert t is not None
     run = run.model_copy(update={"pending": ()})
-    return _commit(cc, run, cc.move(run.state, t), now, usage, trigger=t.trigger, actor=actor,
+    return commit(cc, run, cc.move(run.state, t), now, usage, trigger=t.trigger, actor=actor,
                    reason=why, error=error, refused=refused, delta=delta)
 
 
 # -- commit -------------------------------------------------------------------------------
-
-
-def _commit(
-    cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
-    trigger: str, actor: Actor, delta: tuple[Message, ...] = (), **fields: Any,
-) -> Step:
-    """The next run and its event: charge the ledger, count visits, apply the patch."""
-    seq = run.seq + 1
-    update: dict[str, Any] = {"seq": seq}
-    if not usage.is_zero():
-        ledger = dict(run.ledger)
-        for level in cc.levels_of(run.state):
-            ledger[level.key] = ledger.get(level.key, ZERO) + usage
-        update["ledger"] = ledger
-    patch = fields.get("patch")
-    if patch:
-        update["context"] = {**run.context, **patch}
-    visit_key = run.visit.seq if run.visit is not None else None
-    if move is not None:
-        update.update(_entering(cc, run, move, seq))
-        fields["entered"], fields["exited"] = move.entered, move.exited
-    values = {
-        **_EVENT_DEFAULTS, **fields,
-        "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
-        "target": move.leaf if move is not None else run.state, "trigger": trigger,
-        "actor": actor, "usage": usage, "visit": visit_key if delta else None,
-        "delta": len(delta),
-    }
-    event = Event.model_construct(**values)
-    return Step(run.model_copy(update=update), event, delta)
-
-
-_EVENT_DEFAULTS: dict[str, Any] = {
-    name: f.get_default(call_default_factory=True)
-    for name, f in Event.model_fields.items()
-    if not f.is_required()
-}
-
-
-def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
-    leaf = move.leaf
-    out: dict[str, Any] = {"state": leaf}
-    t = move.transition
-    if t.edge is not None and t.edge.max_traversals is not None:
-        out["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
-    entered_states = [p for p in move.entered if cc.nodes[p].state is not None]
-    if entered_states:
-        visits = dict(run.visits)
-        for p in entered_states:
-            visits[p] = visits.get(p, 0) + 1
-        out["visits"] = visits
-    owner, state = cc.owner_state(leaf)
-    if state.kind == "model":
-        if owner in move.entered:
-            out["visit"] = Visit(state=owner, seq=seq)
-    else:
-        out["visit"] = None
-    node_state = cc.nodes[leaf].state
-    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
-        out["status"] = "waiting"
-        out["reason"] = run.reason or f"waiting for approval in '{owner}'"
-    elif state.kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
-        out["status"] = "ended"
-        out["reason"] = f"ended in '{leaf}'"
-    else:
-        out["status"] = "running"
-        out["reason"] = ""
-    return out

@@ -1,0 +1,148 @@
+"""Moves between states: legality, guards, caps, and committing a move into the next run.
+
+Pure functions over the compiled chart and the run record; `step.py` and
+`human.py` call them to turn a decided move into one event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .budget import ZERO, Spent
+from .chart import Facts
+from .machine import EXIT, CompiledChart, Move, Transition
+from .models.base import Message
+from .run import Actor, Event, Run, Step, Visit
+
+NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
+
+
+def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Message, ...]:
+    """Results for the queued calls that will not run now (the head gets `head_text`)."""
+    out = []
+    for i, q in enumerate(run.pending):
+        if i == 0 and keep_head:
+            continue
+        out.append(Message(role="tool", tool_call_id=q.call.id,
+                           content=head_text if i == 0 else NOT_EXECUTED))
+    return tuple(out)
+
+
+def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -> Move | str:
+    """The move `trigger` makes from the run's state, or the reason it is refused."""
+    t = cc.resolve(run.state, trigger)
+    target = trigger.removeprefix("go:")
+    here = cc.owner_state(run.state)[0]
+    if t is None or t.trigger != trigger:
+        legal = ", ".join(sorted(_targets(cc, run.state))) or "none"
+        return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
+    edge = t.edge
+    if edge is not None and edge.max_traversals is not None:
+        taken = run.traversals.get(t.key, 0)
+        if taken >= edge.max_traversals:
+            return (f"edge {t.key} was already taken {taken} time(s) "
+                    f"(max_traversals={edge.max_traversals}); choose another target")
+    if edge is not None and edge.guard is not None:
+        refusal = _check_guard(cc, run, t, patch)
+        if refusal is not None:
+            return refusal
+    move = cc.move(run.state, t)
+    for path in move.entered:
+        state = cc.nodes[path].state
+        if state is not None and state.max_visits is not None:
+            seen = run.visits.get(path, 0)
+            if seen >= state.max_visits:
+                return (f"state '{path}' was already visited {seen} time(s) "
+                        f"(max_visits={state.max_visits}); choose another target")
+    return move
+
+
+def _targets(cc: CompiledChart, leaf: str) -> list[str]:
+    here = cc.owner_state(leaf)[0]
+    prefix = cc.nodes[here].prefix
+    return [t.dest.removeprefix(prefix) for t in cc.table.get(here, {}).values()
+            if t.trigger.startswith("go:")]
+
+
+def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
+    assert t.edge is not None and t.edge.guard is not None
+    chart = cc.nodes[t.source].chart
+    context = chart.context.model_construct(**{**run.context, **patch})
+    facts = Facts(context=context, run=run, source=t.source, target=t.dest)
+    try:
+        verdict = t.edge.guard(facts)
+    except Exception as exc:
+        return f"guard of edge {t.key} raised {type(exc).__name__}: {exc}"
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return f"guard of edge {t.key} refused the move"
+    return f"edge {t.key} refused: {verdict}"
+
+
+def commit(
+    cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
+    trigger: str, actor: Actor, delta: tuple[Message, ...] = (), **fields: Any,
+) -> Step:
+    """The next run and its event: charge the ledger, count visits, apply the patch."""
+    seq = run.seq + 1
+    update: dict[str, Any] = {"seq": seq}
+    if not usage.is_zero():
+        ledger = dict(run.ledger)
+        for level in cc.levels_of(run.state):
+            ledger[level.key] = ledger.get(level.key, ZERO) + usage
+        update["ledger"] = ledger
+    patch = fields.get("patch")
+    if patch:
+        update["context"] = {**run.context, **patch}
+    visit_key = run.visit.seq if run.visit is not None else None
+    if move is not None:
+        update.update(_entering(cc, run, move, seq))
+        fields["entered"], fields["exited"] = move.entered, move.exited
+    values = {
+        **_EVENT_DEFAULTS, **fields,
+        "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
+        "target": move.leaf if move is not None else run.state, "trigger": trigger,
+        "actor": actor, "usage": usage, "visit": visit_key if delta else None,
+        "delta": len(delta),
+    }
+    event = Event.model_construct(**values)
+    return Step(run.model_copy(update=update), event, delta)
+
+
+_EVENT_DEFAULTS: dict[str, Any] = {
+    name: f.get_default(call_default_factory=True)
+    for name, f in Event.model_fields.items()
+    if not f.is_required()
+}
+
+
+def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
+    leaf = move.leaf
+    out: dict[str, Any] = {"state": leaf}
+    t = move.transition
+    if t.edge is not None and t.edge.max_traversals is not None:
+        out["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
+    entered_states = [p for p in move.entered if cc.nodes[p].state is not None]
+    if entered_states:
+        visits = dict(run.visits)
+        for p in entered_states:
+            visits[p] = visits.get(p, 0) + 1
+        out["visits"] = visits
+    owner, state = cc.owner_state(leaf)
+    if state.kind == "model":
+        if owner in move.entered:
+            out["visit"] = Visit(state=owner, seq=seq)
+    else:
+        out["visit"] = None
+    node_state = cc.nodes[leaf].state
+    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
+        out["status"] = "waiting"
+        out["reason"] = run.reason or f"waiting for approval in '{owner}'"
+    elif state.kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
+        out["status"] = "ended"
+        out["reason"] = f"ended in '{leaf}'"
+    else:
+        out["status"] = "running"
+        out["reason"] = ""
+    return out
