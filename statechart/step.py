@@ -8,6 +8,7 @@ Neither awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,8 +185,6 @@ def _parse_arguments(call: ToolCall) -> dict[str, Any] | str:
 
 def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
     """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
-    import hashlib
-
     assert run.visit is not None
     occurrence = ""
     if tool.repeatable:
