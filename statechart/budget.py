@@ -50,7 +50,7 @@ class Spent(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Spent) -> Spent:
-        return Spent.model_construct(
+        return Spent(
             steps=self.steps + other.steps,
             model_calls=self.model_calls + other.model_calls,
             tool_calls=self.tool_calls + other.tool_calls,
@@ -62,7 +62,8 @@ class Spent(BaseModel):
 
     def is_zero(self) -> bool:
         """True when nothing was spent."""
-        return self == ZERO
+        return not (self.steps or self.model_calls or self.tool_calls or self.input_tokens
+                    or self.output_tokens or self.cost_micros or self.wall_ms)
 
 
 ZERO = Spent()

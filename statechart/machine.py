@@ -47,9 +47,8 @@ class _Holder:
     """The one reusable model object whose `state` attribute the machine drives."""
 
     state: str = ""
-
-    def trigger(self, name: str, **kwargs: Any) -> bool:  # replaced by the machine
-        raise NotImplementedError
+    trigger: Callable[..., bool]
+    """Bound by the machine; only annotated, since `transitions` never rebinds a name."""
 
 
 def go(path: str) -> str:
@@ -137,6 +136,9 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
+        self._chains: dict[str, tuple[str, ...]] = {}
+        self._resolved: dict[tuple[str, str], Transition] = {}
+        self._moves: dict[tuple[str, str, str], Move] = {}
         self.table: dict[str, dict[str, Transition]] = {}
         for t in self.transitions:
             self.table.setdefault(t.source, {})[t.trigger] = t
@@ -207,10 +209,14 @@ class CompiledChart:
 
     # -- reading --------------------------------------------------------------
 
-    def ancestors(self, leaf: str) -> list[str]:
-        """`a.b.c` -> [`a.b.c`, `a.b`, `a`]."""
-        parts = leaf.split(".")
-        return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    def ancestors(self, leaf: str) -> tuple[str, ...]:
+        """`a.b.c` -> (`a.b.c`, `a.b`, `a`), cached per leaf."""
+        chain = self._chains.get(leaf)
+        if chain is None:
+            parts = leaf.split(".")
+            chain = tuple(".".join(parts[:i]) for i in range(len(parts), 0, -1))
+            self._chains[leaf] = chain
+        return chain
 
     def descend(self, path: str) -> str:
         """The leaf entered when entering `path` (initial sub-states, any depth)."""
@@ -225,15 +231,27 @@ class CompiledChart:
 
     def resolve(self, leaf: str, trigger: str) -> Transition | None:
         """The transition `trigger` takes from `leaf` (searching outward), or None if illegal."""
+        found = self._resolved.get((leaf, trigger))
+        if found is not None:
+            return found
         for anc in self.ancestors(leaf):
             t = self.table.get(anc, {}).get(trigger)
             if t is not None:
+                self._resolved[(leaf, trigger)] = t  # only hits: handlers may name anything
                 return t
         return None
 
     def move(self, leaf: str, t: Transition) -> Move:
         """Apply a resolved transition: follow initial sub-states and sub-chart exits."""
-        exited = list(self.ancestors(leaf)[: self.ancestors(leaf).index(t.source) + 1])
+        key = (leaf, t.source, t.trigger)
+        found = self._moves.get(key)
+        if found is None or found.transition is not t:
+            found = self._moves[key] = self._move(leaf, t)
+        return found
+
+    def _move(self, leaf: str, t: Transition) -> Move:
+        chain = self.ancestors(leaf)
+        exited = list(chain[: chain.index(t.source) + 1])
         entered: list[str] = []
         dest = t.dest
         while True:
@@ -307,6 +325,8 @@ class CompiledChart:
     ) -> str | None:
         """Ask the `transitions` machine itself (for the differential test and the floor)."""
         m, h = self.machine, self._holder
+        if trigger not in m.events:
+            raise MachineError(f"Do not know event named '{trigger}'")
         with self._lock:
             m.set_state(leaf, model=h)
             if not h.trigger(trigger, allow=allow):

@@ -82,11 +82,12 @@ def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, An
 
 def commit(
     cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
-    trigger: str, actor: Actor, delta: tuple[Message, ...] = (), **fields: Any,
+    trigger: str, actor: Actor, delta: tuple[Message, ...] = (),
+    update: dict[str, Any] | None = None, **fields: Any,
 ) -> Step:
     """The next run and its event: charge the ledger, count visits, apply the patch."""
     seq = run.seq + 1
-    update: dict[str, Any] = {"seq": seq}
+    update = {**update, "seq": seq} if update else {"seq": seq}
     if not usage.is_zero():
         ledger = dict(run.ledger)
         for level in cc.levels_of(run.state):
@@ -100,21 +101,14 @@ def commit(
         update.update(_entering(cc, run, move, seq))
         fields["entered"], fields["exited"] = move.entered, move.exited
     values = {
-        **_EVENT_DEFAULTS, **fields,
+        **fields,
         "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
         "target": move.leaf if move is not None else run.state, "trigger": trigger,
         "actor": actor, "usage": usage, "visit": visit_key if delta else None,
         "delta": len(delta),
     }
-    event = Event.model_construct(**values)
+    event = Event.model_validate(values)
     return Step(run.model_copy(update=update), event, delta)
-
-
-_EVENT_DEFAULTS: dict[str, Any] = {
-    name: f.get_default(call_default_factory=True)
-    for name, f in Event.model_fields.items()
-    if not f.is_required()
-}
 
 
 def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from .prompt import NEXT_STATE, build_request, model_view
 from .run import Actor, QueuedCall, Run, Step
 from .tools import Tool, ToolArgumentsError, fingerprint, render_result
 
+TOOL_STEP = Spent(steps=1, tool_calls=1)
+
 
 @dataclass(frozen=True)
 class CallModel:
@@ -223,14 +225,14 @@ def advance(
 def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent) -> Step:
     assert run.visit is not None
     visit = run.visit.model_copy(update={"iterations": run.visit.iterations + 1})
-    run = run.model_copy(update={"visit": visit})
     if isinstance(outcome, BaseException):
+        run = run.model_copy(update={"visit": visit})
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
         return _escalate(cc, run, reason, now, usage, actor="system", error=repr(outcome))
     reply: Reply = outcome
     u = reply.usage
-    usage = Spent.model_construct(
+    usage = Spent(
         steps=1, model_calls=1, tool_calls=0, input_tokens=u.input_tokens,
         output_tokens=u.output_tokens, cost_micros=u.cost_micros, wall_ms=wall.wall_ms,
     )
@@ -242,16 +244,16 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         )
         nudge = Message(role="user", content=f"refused: {why}")
         return commit(cc, run, None, now, usage, trigger="reply", actor="model",
-                       refused=why, result=why, delta=(said, nudge))
+                      refused=why, result=why, delta=(said, nudge), update={"visit": visit})
     calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
     queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
     extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
     t = cc.resolve(run.state, "propose")
     assert t is not None
-    run = run.model_copy(update={"pending": queue})
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger="propose", actor="model",
-                   calls=reply.tool_calls, delta=(said, *extra))
+                  calls=reply.tool_calls, delta=(said, *extra),
+                  update={"visit": visit, "pending": queue})
 
 
 def _after_tool(
@@ -269,15 +271,14 @@ def _after_tool(
     calls[tool.name] = calls.get(tool.name, 0) + 1
     visit = run.visit.model_copy(update={"calls": calls})
     pending = run.pending[1:]
-    run = run.model_copy(update={"visit": visit, "pending": pending})
     trigger = "next_call" if pending else "results"
     t = cc.resolve(run.state, trigger)
     assert t is not None
-    usage = ONE_STEP + Spent(tool_calls=1) + wall
+    usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
                    call=effect.call, result=text, error=error, fingerprint=effect.fingerprint,
-                   delta=(msg,))
+                  delta=(msg,), update={"visit": visit, "pending": pending})
 
 
 def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
@@ -321,9 +322,9 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
         return _refuse_call(cc, run, move, now, wall)
     text = f"moved to '{target}'"
     msg = Message(role="tool", tool_call_id=call.id, content=text)
-    run = run.model_copy(update={"pending": ()})
-    return commit(cc, run, move, now, ONE_STEP + wall, trigger=move.transition.trigger,
-                   actor="model", call=call, patch=values, result=text, delta=(msg,))
+    return commit(cc, run, move, now, ONE_STEP if wall is ZERO else ONE_STEP + wall,
+                  update={"pending": ()}, trigger=move.transition.trigger,
+                  actor="model", call=call, patch=values, result=text, delta=(msg,))
 
 
 def _after_handler(

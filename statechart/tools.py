@@ -171,7 +171,12 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal values give equal strings."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
 
 
 def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
