@@ -50,9 +50,10 @@ def validate(chart: Chart) -> None:
     _check_kinds(chart)
     _check_fields(chart)
     graph = exit_graph(chart)
-    _check_exits(chart, graph)
+    _check_exits(chart)
     _check_reachable(chart, graph)
     _check_cycles(chart)
+    _check_exhaustion_targets(chart)
 
 
 def _check_names(chart: Chart) -> None:
@@ -172,11 +173,10 @@ def exit_graph(chart: Chart) -> dict[str, set[str]]:
     return graph
 
 
-def _check_exits(chart: Chart, graph: dict[str, set[str]]) -> None:
+def _check_exits(chart: Chart) -> None:
+    sources = {e.source for e in chart.edges if e.target != ESCALATED}
     for s in chart.states:
-        if s.kind == "terminal":
-            continue
-        if not graph[s.name] - {ESCALATED, s.on_exhausted} and s.kind in ("model", "code"):
+        if s.kind in ("model", "code") and s.name not in sources:
             raise NoExitError(
                 f"chart '{chart.name}': state '{s.name}' has no exit but escalation; "
                 f"add an Edge('{s.name}', ...)"
@@ -222,6 +222,32 @@ def _check_cycles(chart: Chart) -> None:
         raise UncappedCycleError(
             f"chart '{chart.name}': cycle {path} has no cap; set max_visits on one of its "
             "states or max_traversals on one of its edges"
+        )
+
+
+def _check_exhaustion_targets(chart: Chart) -> None:
+    """Routing on exhaustion is free, so it must never lead back into a spent budget."""
+    hops: dict[str, list[str]] = {}
+    for s in chart.states:
+        budgeted = s.budget is not None or (
+            s.kind == "chart" and chart.children[s.name].budget is not None
+        )
+        if not budgeted:
+            continue
+        target = s.exits.get(EXHAUSTED, s.on_exhausted) if s.kind == "chart" else s.on_exhausted
+        if target == s.name:
+            raise ChartError(
+                f"chart '{chart.name}': state '{s.name}' has a budget and on_exhausted pointing "
+                "at itself; route it to another state (default 'escalated')"
+            )
+        hops[s.name] = [target]
+    graph = {name: [t for t in targets if t in hops] for name, targets in hops.items()}
+    cycle = next(_cycles(graph), None)
+    if cycle:
+        path = " -> ".join([*cycle, cycle[0]])
+        raise ChartError(
+            f"chart '{chart.name}': exhaustion targets form a cycle {path}; a spent budget "
+            "would route forever. Route one of them to a state without a budget"
         )
 
 

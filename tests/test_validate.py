@@ -162,3 +162,17 @@ def test_version_is_stable_and_changes_with_structure() -> None:
 
     assert make(2).version == make(2).version
     assert make(2).version != make(3).version
+
+
+def test_exhaustion_targets_cannot_loop_between_spent_budgets() -> None:
+    spent = Budget(max_model_calls=1)
+    with pytest.raises(ChartError, match="on_exhausted pointing at itself"):
+        Chart("c", states=(State("a", budget=spent, on_exhausted="a"), DONE),
+              edges=(Edge("a", "done"),))
+    with pytest.raises(ChartError, match="exhaustion targets form a cycle a -> b -> a"):
+        Chart(
+            "c",
+            states=(State("a", budget=spent, on_exhausted="b"),
+                    State("b", budget=spent, on_exhausted="a"), DONE),
+            edges=(Edge("a", "b"), Edge("b", "done")),
+        )
