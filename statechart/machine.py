@@ -20,7 +20,7 @@ from transitions.extensions.nesting import HierarchicalMachine, NestedState
 
 from .budget import Budget
 from .chart import CANCELLED, ESCALATED, EXHAUSTED, Chart, Edge, State
-from .errors import MissingBudgetError
+from .errors import MissingBudgetError, UndeclaredFieldError
 
 SUBSTATES = ("think", "act", "approve")
 INTERNAL = (
@@ -107,6 +107,19 @@ class Move:
     entered: tuple[str, ...]
 
 
+def _check_contexts(chart: Chart, root_fields: set[str]) -> None:
+    """A run has one context (the root's type); sub-charts may only use fields of it."""
+    for name, child in chart.children.items():
+        missing = sorted(set(child.context.model_fields) - root_fields)
+        if missing:
+            raise UndeclaredFieldError(
+                f"sub-chart '{child.name}' (state '{name}') uses context field(s) "
+                f"{', '.join(missing)} that root context {chart.context.__name__} lacks; "
+                "declare them on the root context"
+            )
+        _check_contexts(child, root_fields)
+
+
 class CompiledChart:
     """A chart compiled for running: node index, machine, tables, budget levels."""
 
@@ -122,6 +135,7 @@ class CompiledChart:
                 "terminal state, or an exhausted run could not end"
             )
         self.chart = chart
+        _check_contexts(chart, set(chart.context.model_fields))
         self.nodes: dict[str, Node] = {}
         self.transitions: list[Transition] = []
         self.levels: dict[str, Level] = {}

@@ -176,3 +176,18 @@ def test_exhaustion_targets_cannot_loop_between_spent_budgets() -> None:
                     State("b", budget=spent, on_exhausted="a"), DONE),
             edges=(Edge("a", "b"), Edge("b", "done")),
         )
+
+
+def test_sub_chart_context_fields_must_exist_on_the_root_context() -> None:
+    class Inner(BaseModel):
+        ticket: str = ""
+        draft: str = ""
+
+    def child() -> Chart:
+        return Chart("inner", states=(State("x", writes=("draft",)), DONE),
+                     edges=(Edge("x", "done"),), context=Inner)
+
+    c = Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+              context=Ctx, budget=B)
+    with pytest.raises(UndeclaredFieldError, match="uses context field\\(s\\) draft"):
+        _ = c.compiled
