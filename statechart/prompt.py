@@ -87,7 +87,7 @@ def build_request(
     view = model_view(cc, run.visit.state)
     state = view.state
     context = {k: run.context.get(k) for k in state.reads}
-    return Request.model_construct(
+    return Request(
         state=view.path,
         instructions=state.instructions,
         context=context,

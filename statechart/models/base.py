@@ -6,9 +6,9 @@ run (or a fork of it) can switch models between steps.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 
 class ToolCall(BaseModel):
@@ -70,9 +70,9 @@ class Request(BaseModel):
     """The state's instructions."""
     context: dict[str, Any]
     """Only the context fields the state declares it reads."""
-    transcript: tuple[Message, ...]
-    """The current visit's transcript, oldest first."""
-    tools: tuple[ToolSpec, ...]
+    transcript: Annotated[tuple[Message, ...], SkipValidation]
+    """The current visit's transcript, oldest first (not re-validated: built by the runtime)."""
+    tools: Annotated[tuple[ToolSpec, ...], SkipValidation]
     """The tools offered, `next_state` included; the model must call one."""
     tool_choice: Literal["required"] = "required"
     max_tokens: int | None = None
