@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
@@ -74,7 +74,7 @@ def _writes_model(chart: Chart, state: State, targets: tuple[str, ...]) -> type[
     fields: dict[str, Any] = {"target": (Literal[targets], ...)}
     for name in state.writes:
         info = chart.context.model_fields[name]
-        fields[name] = (Optional[info.annotation], None)  # noqa: UP045 (a runtime type)
+        fields[name] = (info.annotation, None)  # optional to send, never null unless typed so
     model: type[BaseModel] = create_model(f"{chart.name}_{state.name}_next_state", **fields)
     return model
 

@@ -26,6 +26,8 @@ from .run import Actor, QueuedCall, Run, Step
 from .tools import Tool, ToolArgumentsError, fingerprint, render_result
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
+HARD_KINDS = frozenset({"steps", "wall_ms"})
+"""Spent, these stop every step; other kinds stop only steps that start a call."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,20 @@ def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
         return Ended()
     if run.status == "waiting":
         return Wait(run.reason)
-    spent = _first_exhausted(cc, run)
+    spent = _first_exhausted(cc, run, HARD_KINDS)
     if spent is not None:
         return Decide("exhaust", spent)
+    effect = _plan_state(cc, run, memory)
+    if isinstance(effect, (CallModel, RunTool)) or (
+        isinstance(effect, Decide) and effect.what == "ask"
+    ):
+        spent = _first_exhausted(cc, run)
+        if spent is not None:
+            return Decide("exhaust", spent)
+    return effect
+
+
+def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     leaf = run.state
     if leaf.endswith(".think"):
         visit = run.visit
@@ -118,9 +131,15 @@ def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     return Wait(run.reason) if state.kind == "approval" else Ended()
 
 
-def _first_exhausted(cc: CompiledChart, run: Run) -> str | None:
-    for level in cc.levels_of(run.state):
-        kind = exhausted_kind(level.caps, run.ledger.get(level.key, ZERO))
+def _first_exhausted(
+    cc: CompiledChart, run: Run, kinds: frozenset[str] | None = None, leaf: str | None = None,
+) -> str | None:
+    """`level:kind` of the outermost spent level around `leaf` (only `kinds`, if given)."""
+    for level in cc.levels_of(leaf or run.state):
+        caps = level.caps
+        if kinds is not None:
+            caps = {k: v for k, v in caps.items() if k in kinds}
+        kind = exhausted_kind(caps, run.ledger.get(level.key, ZERO))
         if kind is not None:
             return f"{level.key}:{kind}"
     return None
@@ -371,11 +390,19 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     level = which.rsplit(":", 1)[0]
     t = cc.resolve(run.state, exhaust(level))
     assert t is not None, (run.state, which)
+    move = cc.move(run.state, t)
+    reason = f"budget exhausted at {which or 'root'}; routed to '{move.leaf}'"
+    again = _first_exhausted(cc, run, leaf=move.leaf)
+    if again is not None and level:
+        # The target is out of budget too; routing is free, so go to the root's target.
+        t = cc.resolve(run.state, exhaust(""))
+        assert t is not None
+        move = cc.move(run.state, t)
+        reason = (f"budget exhausted at {which}; its target is spent too ({again}); "
+                  f"routed to '{move.leaf}'")
     delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
-    run = run.model_copy(update={"pending": ()})
-    reason = f"budget exhausted at {which or 'root'}; routed to '{t.dest}'"
-    return commit(cc, run, cc.move(run.state, t), now, wall, trigger=t.trigger, actor="system",
-                   reason=reason, exhausted=which, delta=delta)
+    return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
+                  exhausted=which, delta=delta, update={"pending": ()})
 
 
 def _escalate(

@@ -42,6 +42,11 @@ def validate(chart: Chart) -> None:
         raise UnknownTargetError(
             f"chart '{chart.name}': initial state '{chart.initial}' is not one of its states"
         )
+    if states[str(chart.initial)].kind == "terminal":
+        raise ChartError(
+            f"chart '{chart.name}': initial state '{chart.initial}' is terminal, so a run (or a "
+            "sub-chart) would end before it starts; start in a non-terminal state"
+        )
     if not any(s.kind == "terminal" and s.name not in IMPLICIT for s in chart.states):
         raise NoTerminalStateError(
             f"chart '{chart.name}' has no terminal state of its own; "

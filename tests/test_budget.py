@@ -198,3 +198,32 @@ async def test_wall_time_budget() -> None:
     assert steps[-1].event.exhausted == ":wall_ms"
     assert 100 <= end.ledger[""].wall_ms < 400
     assert end.state == "escalated"
+
+
+async def test_the_reply_of_the_last_allowed_call_is_still_acted_on() -> None:
+    c = Chart("one", states=(State("s", writes=("notes",)), State("done", kind="terminal")),
+              edges=(Edge("s", "done"),), context=Ctx,
+              budget=Budget(max_steps=5, max_model_calls=1))
+    end, steps, _, _ = await run_script(c, [reply(call("next_state", target="done", notes="n"))])
+    assert end.state == "done" and end.context == {"notes": "n"}
+    assert not any(s.event.exhausted for s in steps)
+
+
+def spent_child() -> Chart:
+    return Chart("child", states=(State("s", budget=Budget(max_steps=1)),
+                                  State("done", kind="terminal")),
+                 edges=(Edge("s", "done"),))
+
+
+async def test_routing_into_a_spent_level_goes_to_the_root_target() -> None:
+    c = Chart(
+        "cross",
+        states=(State("c", kind="chart", chart=spent_child, max_visits=2,
+                      exits={"done": "done", "escalated": "c"}),
+                State("done", kind="terminal")),
+        budget=Budget(max_steps=10),
+    )
+    end, steps, _, _ = await run_script(c, [reply(content="no tool")] * 5)
+    assert end.state == "escalated" and end.status == "ended"
+    last = steps[-1].event
+    assert last.exhausted == "c.s:steps" and "its target is spent too" in last.reason

@@ -271,3 +271,16 @@ async def test_usage_is_charged_per_call() -> None:
     root = end.ledger[""]
     assert (root.input_tokens, root.output_tokens, root.cost_micros) == (30, 15, 21)
     assert root.model_calls == 3 and root.tool_calls == 1 and root.steps == len(steps)
+
+
+async def test_next_state_cannot_write_null_into_a_typed_field() -> None:
+    class Strict(BaseModel):
+        count: int = 0
+
+    c = Chart("strict", states=(State("s", writes=("count",)), State("done", kind="terminal")),
+              edges=(Edge("s", "done"),), context=Strict, budget=Budget(max_steps=9))
+    replies = [reply(call("next_state", "n1", target="done", count=None)),
+               reply(call("next_state", target="done", count=3))]
+    end, steps, _, _ = await run_script(c, replies)
+    assert "count: Input should be a valid integer" in tool_results(steps)["n1"]
+    assert end.context == {"count": 3}

@@ -191,3 +191,8 @@ def test_sub_chart_context_fields_must_exist_on_the_root_context() -> None:
               context=Ctx, budget=B)
     with pytest.raises(UndeclaredFieldError, match="uses context field\\(s\\) draft"):
         _ = c.compiled
+
+
+def test_initial_state_cannot_be_terminal() -> None:
+    with pytest.raises(ChartError, match="initial state 'done' is terminal"):
+        Chart("c", states=(DONE, State("a")), edges=(Edge("a", "done"),))
