@@ -87,7 +87,7 @@ class Transition:
     """`source->dest` in full paths: the traversal counter key of a capped edge."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Level:
     """A budget level: its caps and the trigger that routes it when spent."""
 
@@ -95,6 +95,15 @@ class Level:
     caps: dict[str, int]
     on_exhausted: str
     """Trigger fired (from anywhere below the level) when a cap is reached."""
+
+    @cached_property
+    def hard(self) -> tuple[tuple[str, int], ...]:
+        """The caps that stop every step once reached: steps and wall time."""
+        return tuple((k, v) for k, v in self.caps.items() if k in ("steps", "wall_ms"))
+
+    @cached_property
+    def all(self) -> tuple[tuple[str, int], ...]:
+        return tuple(self.caps.items())
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,12 @@ class Move:
     leaf: str
     exited: tuple[str, ...]
     entered: tuple[str, ...]
+    counted: tuple[str, ...] = ()
+    """The entered paths that are user states (their visit counters go up)."""
+    visit: str | None = None
+    """The model state whose new visit this move starts, if any."""
+    status: str = "running"
+    """The run's status once here: `running`, `waiting` (approval) or `ended`."""
 
 
 def _check_contexts(chart: Chart, root_fields: set[str]) -> None:
@@ -274,13 +289,28 @@ class CompiledChart:
             entered.extend(reversed(chain[: chain.index(dest) + 1]))
             out = self.table.get(new_leaf, {}).get(EXIT)
             if out is None:
-                return Move(t, new_leaf, tuple(exited), tuple(entered))
+                return self._finish(t, new_leaf, tuple(exited), tuple(entered))
             # A sub-chart terminal: leave it and its host, enter the mapped target.
             host = new_leaf.rsplit(".", 1)[0]
             entered_chain = chain[: chain.index(host) + 1]
             exited.extend(entered_chain)
             entered = [p for p in entered if p not in entered_chain]
             dest = out.dest
+
+    def _finish(
+        self, t: Transition, leaf: str, exited: tuple[str, ...], entered: tuple[str, ...]
+    ) -> Move:
+        counted = tuple(p for p in entered if self.nodes[p].state is not None)
+        owner, state = self.owner_state(leaf)
+        visit = owner if state.kind == "model" and owner in entered else None
+        node_state = self.nodes[leaf].state
+        if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
+            status = "waiting"
+        elif state.kind == "terminal" and EXIT not in self.table.get(leaf, {}):
+            status = "ended"
+        else:
+            status = "running"
+        return Move(t, leaf, exited, entered, counted, visit, status)
 
     def levels_of(self, leaf: str) -> tuple[Level, ...]:
         """Budget levels containing `leaf`, outermost first."""

@@ -10,9 +10,9 @@ from typing import Any
 
 from .budget import ZERO, Spent
 from .chart import Facts
-from .machine import EXIT, CompiledChart, Move, Transition
+from .machine import CompiledChart, Move, Transition
 from .models.base import Message
-from .run import Actor, Event, Run, Step, Visit
+from .run import Actor, Event, Run, Step, Visit, evolve
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
@@ -108,35 +108,27 @@ def commit(
         "delta": len(delta),
     }
     event = Event.model_validate(values)
-    return Step(run.model_copy(update=update), event, delta)
+    return Step(evolve(run, update), event, delta)
 
 
 def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
-    leaf = move.leaf
-    out: dict[str, Any] = {"state": leaf}
+    out: dict[str, Any] = {"state": move.leaf, "status": move.status}
     t = move.transition
     if t.edge is not None and t.edge.max_traversals is not None:
         out["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
-    entered_states = [p for p in move.entered if cc.nodes[p].state is not None]
-    if entered_states:
+    if move.counted:
         visits = dict(run.visits)
-        for p in entered_states:
+        for p in move.counted:
             visits[p] = visits.get(p, 0) + 1
         out["visits"] = visits
-    owner, state = cc.owner_state(leaf)
-    if state.kind == "model":
-        if owner in move.entered:
-            out["visit"] = Visit(state=owner, seq=seq)
-    else:
+    if move.visit is not None:
+        out["visit"] = Visit(state=move.visit, seq=seq)
+    elif cc.owner_state(move.leaf)[1].kind != "model":
         out["visit"] = None
-    node_state = cc.nodes[leaf].state
-    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
-        out["status"] = "waiting"
-        out["reason"] = run.reason or f"waiting for approval in '{owner}'"
-    elif state.kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
-        out["status"] = "ended"
-        out["reason"] = f"ended in '{leaf}'"
-    else:
-        out["status"] = "running"
+    if move.status == "waiting":
+        out["reason"] = run.reason or f"waiting for approval in '{cc.owner_state(move.leaf)[0]}'"
+    elif move.status == "ended":
+        out["reason"] = f"ended in '{move.leaf}'"
+    elif run.reason:
         out["reason"] = ""
     return out

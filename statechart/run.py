@@ -8,7 +8,7 @@ live in the store's own append-only tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,22 @@ from .budget import Spent
 from .models.base import Message, ToolCall
 
 Status = Literal["running", "waiting", "ended"]
+M = TypeVar("M", bound=BaseModel)
+
+
+def evolve(model: M, update: dict[str, Any]) -> M:
+    """A copy of a frozen record with `update` applied, unvalidated (the hot-path `model_copy`).
+
+    Only for values the runtime built itself; everything from outside is validated first.
+    """
+    new = model.__class__.__new__(model.__class__)
+    fields = dict(model.__dict__)
+    fields.update(update)
+    object.__setattr__(new, "__dict__", fields)
+    object.__setattr__(new, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
 Actor = Literal["model", "code", "human", "system"]
 
 

@@ -16,18 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .budget import ONE_STEP, ZERO, Spent, exhausted_kind
+from .budget import ONE_STEP, ZERO, Spent, spent_of
 from .chart import ESCALATED, Decision, State
 from .machine import CompiledChart, Move, exhaust, go
 from .models.base import Message, Reply, Request, ToolCall
 from .moves import NOT_EXECUTED, commit, drop_queue, try_move
 from .prompt import NEXT_STATE, build_request, model_view
-from .run import Actor, QueuedCall, Run, Step
+from .run import Actor, QueuedCall, Run, Step, evolve
 from .tools import Tool, ToolArgumentsError, fingerprint, render_result
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
-HARD_KINDS = frozenset({"steps", "wall_ms"})
-"""Spent, these stop every step; other kinds stop only steps that start a call."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
         return Ended()
     if run.status == "waiting":
         return Wait(run.reason)
-    spent = _first_exhausted(cc, run, HARD_KINDS)
+    spent = _first_exhausted(cc, run, hard_only=True)
     if spent is not None:
         return Decide("exhaust", spent)
     effect = _plan_state(cc, run, memory)
@@ -132,16 +130,15 @@ def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
 
 
 def _first_exhausted(
-    cc: CompiledChart, run: Run, kinds: frozenset[str] | None = None, leaf: str | None = None,
+    cc: CompiledChart, run: Run, hard_only: bool = False, leaf: str | None = None,
 ) -> str | None:
-    """`level:kind` of the outermost spent level around `leaf` (only `kinds`, if given)."""
+    """`level:kind` of the outermost spent level around `leaf` (only steps/wall if `hard_only`)."""
+    ledger = run.ledger
     for level in cc.levels_of(leaf or run.state):
-        caps = level.caps
-        if kinds is not None:
-            caps = {k: v for k, v in caps.items() if k in kinds}
-        kind = exhausted_kind(caps, run.ledger.get(level.key, ZERO))
-        if kind is not None:
-            return f"{level.key}:{kind}"
+        spent = ledger.get(level.key, ZERO)
+        for kind, cap in level.hard if hard_only else level.all:
+            if spent_of(spent, kind) >= cap:
+                return f"{level.key}:{kind}"
     return None
 
 
@@ -243,7 +240,7 @@ def advance(
 
 def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent) -> Step:
     assert run.visit is not None
-    visit = run.visit.model_copy(update={"iterations": run.visit.iterations + 1})
+    visit = evolve(run.visit, {"iterations": run.visit.iterations + 1})
     if isinstance(outcome, BaseException):
         run = run.model_copy(update={"visit": visit})
         usage = ONE_STEP + Spent(model_calls=1) + wall
@@ -288,7 +285,7 @@ def _after_tool(
         text = render_result(outcome, tool.output_cap)
     calls = dict(run.visit.calls)
     calls[tool.name] = calls.get(tool.name, 0) + 1
-    visit = run.visit.model_copy(update={"calls": calls})
+    visit = evolve(run.visit, {"calls": calls})
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
     t = cc.resolve(run.state, trigger)
