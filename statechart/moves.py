@@ -12,7 +12,7 @@ from .budget import ZERO, Spent
 from .chart import Facts
 from .machine import CompiledChart, Move, Transition
 from .models.base import Message
-from .run import Actor, Event, Run, Step, Visit, evolve
+from .run import Actor, Event, Run, Step, Visit, build, evolve
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
@@ -107,7 +107,7 @@ def commit(
         "actor": actor, "usage": usage, "visit": visit_key if delta else None,
         "delta": len(delta),
     }
-    event = Event.model_validate(values)
+    event = build(Event, values)
     return Step(evolve(run, update), event, delta)
 
 

@@ -19,6 +19,29 @@ Status = Literal["running", "waiting", "ended"]
 M = TypeVar("M", bound=BaseModel)
 
 
+def build(cls: type[M], values: dict[str, Any]) -> M:
+    """A record from runtime-built `values`, defaults filled in, unvalidated (hot path only)."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        fields = cls.model_fields.items()
+        found = _DEFAULTS[cls] = (
+            {n: f.default for n, f in fields if not f.is_required() and f.default_factory is None},
+            {n: f.default_factory for n, f in fields if f.default_factory is not None},
+        )
+    defaults, factories = found
+    data = {**defaults, **{n: make() for n, make in factories.items() if n not in values}}
+    data.update(values)
+    new = cls.__new__(cls)
+    object.__setattr__(new, "__dict__", data)
+    object.__setattr__(new, "__pydantic_fields_set__", set(values))
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
+
+
+_DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
 def evolve(model: M, update: dict[str, Any]) -> M:
     """A copy of a frozen record with `update` applied, unvalidated (the hot-path `model_copy`).
 
