@@ -13,6 +13,7 @@ from .errors import (
     MalformedStateNameError,
     NoExitError,
     NoTerminalStateError,
+    ToolDefinitionError,
     UncappedCycleError,
     UndeclaredFieldError,
     UnknownTargetError,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 IMPLICIT = (ESCALATED, EXHAUSTED)
-RESERVED = ("think", "act", "approve")
+RESERVED = ("think", "act", "approve", "cancelled")
 
 
 def complete_states(chart_name: str, states: tuple[State, ...]) -> tuple[State, ...]:
@@ -72,7 +73,7 @@ def _check_names(chart: Chart) -> None:
         if s.name in RESERVED:
             raise MalformedStateNameError(
                 f"chart '{chart.name}': state name '{s.name}' is reserved for the sub-states "
-                "of model states; choose another name"
+                "of model states (and the root's cancel target); choose another name"
             )
         if s.name in seen:
             raise DuplicateStateError(
@@ -85,48 +86,75 @@ def _check_kinds(chart: Chart) -> None:
     names = {s.name for s in chart.states}
     for s in chart.states:
         where = f"chart '{chart.name}', state '{s.name}'"
+        if s.name in IMPLICIT and s.kind != "terminal":
+            raise MalformedStateNameError(f"{where}: '{s.name}' is reserved for a terminal state")
         if s.kind == "code" and s.handler is None:
             raise ChartError(f"{where}: a code state needs handler=")
         if s.kind == "chart":
-            if s.chart is None:
-                raise ChartError(f"{where}: a chart state needs chart= (a sub-chart factory)")
-            child = chart.children[s.name]
-            kids = {c.name for c in child.states if c.kind == "terminal"}
-            for term, target in s.exits.items():
-                if term not in kids:
-                    raise UnknownTargetError(
-                        f"{where}: exits maps '{term}', which is not a terminal state of "
-                        f"sub-chart '{child.name}' ({', '.join(sorted(kids))})"
-                    )
-                if target not in names:
-                    raise UnknownTargetError(
-                        f"{where}: exits maps '{term}' to '{target}', which is not a state of "
-                        f"chart '{chart.name}'"
-                    )
-            unmapped = sorted(k for k in kids if k not in s.exits and k not in IMPLICIT)
-            if unmapped:
-                raise ChartError(
-                    f"{where}: sub-chart terminal(s) {', '.join(unmapped)} have no exit; "
-                    f"add them to exits= (e.g. exits={{'{unmapped[0]}': '...'}})"
-                )
+            _check_chart_state(chart, s, where, names)
         if s.kind == "approval":
             for attr in ("on_approve", "on_reject"):
-                if getattr(s, attr) is None:
+                target = getattr(s, attr)
+                if target is None:
                     raise ChartError(f"{where}: an approval state needs {attr}=")
+                if target not in names:
+                    raise UnknownTargetError(f"{where}: {attr}='{target}' is not a state")
         if s.on_exhausted not in names:
             raise UnknownTargetError(
                 f"{where}: on_exhausted='{s.on_exhausted}' is not a state of the chart"
             )
-        for t in s.max_calls:
-            if t not in s.tool_map:
-                raise ChartError(f"{where}: max_calls names tool '{t}', which the state lacks")
-        if s.tools and s.kind != "model":
-            raise ChartError(f"{where}: only model states offer tools (kind is '{s.kind}')")
-    for target in (chart.on_exhausted,):
+        _check_caps(s, where)
+    if chart.on_exhausted not in names:
+        raise UnknownTargetError(
+            f"chart '{chart.name}': on_exhausted='{chart.on_exhausted}' is not a state of the chart"
+        )
+    _check_edges(chart, names)
+
+
+def _check_caps(s: State, where: str) -> None:
+    for attr in ("max_iterations", "max_visits"):
+        value = getattr(s, attr)
+        if value is not None and value < 1:
+            raise ChartError(f"{where}: {attr}={value}; a cap must be at least 1")
+    for t, cap in s.max_calls.items():
+        if t not in s.tool_map:
+            raise ChartError(f"{where}: max_calls names tool '{t}', which the state lacks")
+        if cap < 0:
+            raise ChartError(f"{where}: max_calls['{t}']={cap}; a cap cannot be negative")
+    if s.tools and s.kind != "model":
+        raise ChartError(f"{where}: only model states offer tools (kind is '{s.kind}')")
+    if "next_state" in s.tool_map:
+        raise ToolDefinitionError(f"{where}: a tool may not be named 'next_state'; rename it")
+
+
+def _check_chart_state(chart: Chart, s: State, where: str, names: set[str]) -> None:
+    if s.chart is None or not callable(s.chart) or isinstance(s.chart, type(chart)):
+        raise ChartError(
+            f"{where}: a chart state needs chart= a factory (a function returning a Chart), "
+            "so no two parents share one sub-chart"
+        )
+    child = chart.children[s.name]
+    kids = {c.name for c in child.states if c.kind == "terminal"}
+    for term, target in s.exits.items():
+        if term not in kids:
+            raise UnknownTargetError(
+                f"{where}: exits maps '{term}', which is not a terminal state of "
+                f"sub-chart '{child.name}' ({', '.join(sorted(kids))})"
+            )
         if target not in names:
             raise UnknownTargetError(
-                f"chart '{chart.name}': on_exhausted='{target}' is not a state of the chart"
+                f"{where}: exits maps '{term}' to '{target}', which is not a state of "
+                f"chart '{chart.name}'"
             )
+    unmapped = sorted(k for k in kids if k not in s.exits and k not in IMPLICIT)
+    if unmapped:
+        raise NoExitError(
+            f"{where}: sub-chart terminal(s) {', '.join(unmapped)} have no exit; "
+            f"add them to exits= (e.g. exits={{'{unmapped[0]}': '...'}})"
+        )
+
+
+def _check_edges(chart: Chart, names: set[str]) -> None:
     for e in chart.edges:
         for end in (e.source, e.target):
             if end not in names:
@@ -134,6 +162,8 @@ def _check_kinds(chart: Chart) -> None:
                     f"chart '{chart.name}', edge {e.key}: '{end}' is not a state of the chart; "
                     "fix the name or add the state"
                 )
+        if e.max_traversals is not None and e.max_traversals < 1:
+            raise ChartError(f"chart '{chart.name}', edge {e.key}: max_traversals must be >= 1")
         src = chart.state_map[e.source]
         if src.kind == "terminal":
             raise ChartError(f"chart '{chart.name}', edge {e.key}: terminal states have no exits")

@@ -196,3 +196,40 @@ def test_sub_chart_context_fields_must_exist_on_the_root_context() -> None:
 def test_initial_state_cannot_be_terminal() -> None:
     with pytest.raises(ChartError, match="initial state 'done' is terminal"):
         Chart("c", states=(DONE, State("a")), edges=(Edge("a", "done"),))
+
+
+def test_caps_must_be_positive() -> None:
+    with pytest.raises(ChartError, match="max_iterations=0; a cap must be at least 1"):
+        Chart("c", states=(State("a", max_iterations=0), DONE), edges=(Edge("a", "done"),))
+    with pytest.raises(ChartError, match="max_traversals must be >= 1"):
+        Chart("c", states=(State("a"), DONE), edges=(Edge("a", "done", max_traversals=0),))
+
+
+def test_reserved_names_and_targets() -> None:
+    with pytest.raises(MalformedStateNameError, match="'escalated' is reserved for a terminal"):
+        Chart("c", states=(State("a"), State("escalated"), DONE),
+              edges=(Edge("a", "done"), Edge("escalated", "done")))
+    with pytest.raises(MalformedStateNameError, match="'cancelled' is reserved"):
+        Chart("c", states=(State("a"), State("cancelled", kind="terminal")),
+              edges=(Edge("a", "cancelled"),))
+    with pytest.raises(UnknownTargetError, match="on_approve='nowhere' is not a state"):
+        Chart("c", states=(State("a", kind="approval", on_approve="nowhere", on_reject="done"),
+                           DONE))
+
+
+def test_a_tool_cannot_be_named_next_state() -> None:
+    from statechart import ToolDefinitionError, tool
+
+    @tool(retry="safe", name="next_state")
+    def sneaky(x: int) -> int:
+        return x
+
+    with pytest.raises(ToolDefinitionError, match="may not be named 'next_state'"):
+        Chart("c", states=(State("a", tools=(sneaky,)), DONE), edges=(Edge("a", "done"),))
+
+
+def test_chart_state_needs_a_factory_not_an_instance() -> None:
+    inner = Chart("inner", states=(State("x"), DONE), edges=(Edge("x", "done"),))
+    with pytest.raises(ChartError, match="needs chart= a factory"):
+        Chart("c", states=(State("sub", kind="chart", chart=inner, exits={"done": "done"}),  # type: ignore[arg-type]
+                           DONE))
