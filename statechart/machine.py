@@ -279,23 +279,24 @@ class CompiledChart:
         return found
 
     def _move(self, leaf: str, t: Transition) -> Move:
-        chain = self.ancestors(leaf)
-        exited = list(chain[: chain.index(t.source) + 1])
-        entered: list[str] = []
+        """Exited: the source and what it contains, plus every sub-chart host left through
+        an exit. Entered: what is active afterwards and was not, or was exited on the way."""
+        left = [t.source]
         dest = t.dest
         while True:
             new_leaf = self.descend(dest)
-            chain = self.ancestors(new_leaf)
-            entered.extend(reversed(chain[: chain.index(dest) + 1]))
             out = self.table.get(new_leaf, {}).get(EXIT)
             if out is None:
-                return self._finish(t, new_leaf, tuple(exited), tuple(entered))
-            # A sub-chart terminal: leave it and its host, enter the mapped target.
-            host = new_leaf.rsplit(".", 1)[0]
-            entered_chain = chain[: chain.index(host) + 1]
-            exited.extend(entered_chain)
-            entered = [p for p in entered if p not in entered_chain]
+                break
+            left.append(new_leaf.rsplit(".", 1)[0])  # a sub-chart terminal: its host is left
             dest = out.dest
+        before, after = self.ancestors(leaf), self.ancestors(new_leaf)
+        exited = tuple(
+            p for p in before
+            if p not in after or any(p == s or p.startswith(s + ".") for s in left)
+        )
+        entered = tuple(p for p in reversed(after) if p not in before or p in exited)
+        return self._finish(t, new_leaf, exited, entered)
 
     def _finish(
         self, t: Transition, leaf: str, exited: tuple[str, ...], entered: tuple[str, ...]

@@ -104,7 +104,8 @@ async def test_sub_chart_budget_ends_in_exhausted_and_the_parent_maps_it() -> No
     ev = routed[0].event
     assert ev.exhausted == "explore:tool_calls" and ev.actor == "system"
     assert ev.usage.steps == 0  # routing to the exhaustion target is free
-    assert "explore.exhausted" in ev.exited and ev.target == "report.think"
+    assert ev.exited == ("explore.dig.think", "explore.dig", "explore")
+    assert ev.entered == ("report", "report.think") and ev.target == "report.think"
     assert end.state == "done"
     assert end.ledger["explore"].tool_calls == 2
     # once the level is spent no further call starts in it: the next request is the parent's

@@ -247,7 +247,7 @@ def test_escalated_is_reachable_from_every_nonterminal_state(chart: Chart) -> No
                 # Straight to this level's `escalated`, or through it when it is a
                 # sub-chart terminal that maps on to the parent.
                 assert move.leaf == prefix + ESCALATED or (
-                    prefix + ESCALATED in move.exited and EXIT in cc.table[prefix + ESCALATED]
+                    EXIT in cc.table[prefix + ESCALATED] and path in move.exited
                 ), (leaf, move)
 
 
@@ -326,14 +326,16 @@ def test_a_subchart_terminal_maps_through_exits_to_the_parent_target_in_one_move
     found = cc.fire("explore.check", "go:explore.found", lambda _t: True)
     assert found is not None
     assert found.leaf == "write.think"
-    assert found.exited == ("explore.check", "explore.found", "explore")
+    # the terminal passed through is never occupied: only the source and its host are left
+    assert found.exited == ("explore.check", "explore")
     assert found.entered == ("write", "write.think")
     lost = cc.fire("explore.check", "go:explore.lost", lambda _t: True)
     assert lost is not None and lost.leaf == "gate"
     # Two levels up in one move: nest.explore.found -> nest.done -> done.
     deep = cc.fire("nest.explore.check", "go:nest.explore.found", lambda _t: True)
     assert deep is not None and deep.leaf == "done"
-    assert deep.exited[-2:] == ("nest.done", "nest")
+    assert deep.exited == ("nest.explore.check", "nest.explore", "nest")
+    assert deep.entered == ("done",)
     for leaf, trigger in (
         ("explore.check", "go:explore.found"),
         ("nest.explore.check", "go:nest.explore.found"),

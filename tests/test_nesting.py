@@ -85,7 +85,9 @@ async def test_three_levels_paths_approval_and_ledgers() -> None:
     assert bought.result is not None and bought.result.startswith("bought archive with key ")
     # the deep exit maps through two hosts to the root's report state in one event
     leave = next(e for e in events if e.target == "report.think")
-    assert leave.exited[-3:] == ("explore.inner", "explore.done", "explore")
+    assert leave.exited == ("explore.inner.probe.act", "explore.inner.probe", "explore.inner",
+                            "explore")
+    assert leave.entered == ("report", "report.think")
     # spending in the deepest state charged all three levels
     led = done.ledger
     assert led["explore.inner"].tool_calls == 2 and led["explore"].tool_calls == 2
