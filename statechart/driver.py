@@ -82,12 +82,14 @@ class Session:
 
 
 async def step(
-    chart: Chart, run: Run, *, model: Model, session: Session | None = None,
-    clock: Clock = time.time,
+    chart: Chart, run: Run, *, model: Model, session: Session, clock: Clock = time.time,
 ) -> Step | None:
-    """Advance `run` by exactly one transition; None when it is waiting or ended."""
+    """Advance `run` by exactly one transition; None when it is waiting or ended.
+
+    `session` holds this visit's transcript and the executed fingerprints; build it with
+    `load_session(store, run)` and keep it in line with `session.absorb(run, step)`.
+    """
     cc = chart.compiled
-    session = session or Session()
     started = time.monotonic()
     memory = Memory(session.transcript, session.fingerprints)
     effect = plan(cc, run, memory)

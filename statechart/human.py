@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import ZERO
-from .errors import NotWaitingError, RunEndedError
+from .errors import NotWaitingError, RunEndedError, RunError
 from .machine import CANCEL, CompiledChart, go
 from .models.base import Message
 from .moves import commit, try_move
 from .run import QueuedCall, Run, Step
+from .step import parse_arguments
 
 
 def decide(
@@ -26,6 +27,11 @@ def decide(
     reason = f"{verb} by {by}" + (f": {note}" if note else "")
     if run.state.endswith(".approve"):
         return _decide_call(cc, run, approved, by, reason, edits, now)
+    if edits:
+        raise RunError(
+            f"run {run.run_id} waits in approval state '{run.state}', which has no pending call "
+            "to edit; approve without edits"
+        )
     state = cc.nodes[run.state].state
     assert state is not None
     target = state.on_approve if approved else state.on_reject
@@ -47,7 +53,9 @@ def _decide_call(
     call = head.call
     if approved:
         if edits:
-            base = call.arguments if isinstance(call.arguments, dict) else {}
+            base = parse_arguments(call)
+            if isinstance(base, str):
+                base = {}  # malformed JSON from the model: the edit replaces it whole
             call = call.model_copy(update={"arguments": {**base, **edits}})
         run = run.model_copy(update={
             "pending": (QueuedCall(call=call, approved_by=by),), "status": "running", "reason": "",
@@ -71,8 +79,9 @@ def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
         raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
     t = cc.resolve(run.state, CANCEL)
     assert t is not None
-    run = run.model_copy(update={"pending": ()})
+    delta = tuple(Message(role="tool", tool_call_id=q.call.id, content=f"not executed: cancelled: "
+                          f"{reason}") for q in run.pending)
     step = commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
-                   reason=reason)
+                  reason=reason, delta=delta, update={"pending": ()})
     ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
     return type(step)(ended, step.event, step.delta)

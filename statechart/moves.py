@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from .budget import ZERO, Spent
 from .chart import Facts
 from .machine import CompiledChart, Move, Transition
@@ -66,8 +68,10 @@ def _targets(cc: CompiledChart, leaf: str) -> list[str]:
 
 def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
     assert t.edge is not None and t.edge.guard is not None
-    chart = cc.nodes[t.source].chart
-    context = chart.context.model_construct(**{**run.context, **patch})
+    try:
+        context = typed_context(cc, t.source, {**run.context, **patch})
+    except ValidationError as exc:
+        return f"the move to '{t.dest}' would leave an invalid context: {_problems(exc)}"
     facts = Facts(context=context, run=run, source=t.source, target=t.dest)
     try:
         verdict = t.edge.guard(facts)
@@ -78,6 +82,31 @@ def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, An
     if verdict is False:
         return f"guard of edge {t.key} refused the move"
     return f"edge {t.key} refused: {verdict}"
+
+
+def typed_context(cc: CompiledChart, path: str, context: dict[str, Any]) -> BaseModel:
+    """The context as the (validated) type of the chart that `path` belongs to."""
+    context_type = cc.nodes[path].chart.context
+    return context_type.model_validate(
+        {k: v for k, v in context.items() if k in context_type.model_fields}
+    )
+
+
+def checked_patch(
+    cc: CompiledChart, path: str, run: Run, patch: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """`patch` as JSON values once the patched context passes its type's validation."""
+    if not patch:
+        return {}, None
+    try:
+        merged = typed_context(cc, path, {**run.context, **patch})
+    except ValidationError as exc:
+        return {}, f"invalid values written in '{path}': {_problems(exc)}"
+    return merged.model_dump(mode="json", include=set(patch)), None
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
 def commit(

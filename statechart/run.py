@@ -51,7 +51,8 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     fields = dict(model.__dict__)
     fields.update(update)
     object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    fields_set = model.__pydantic_fields_set__ | update.keys()
+    object.__setattr__(new, "__pydantic_fields_set__", fields_set)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new

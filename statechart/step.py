@@ -20,7 +20,7 @@ from .budget import ONE_STEP, ZERO, Spent, spent_of
 from .chart import ESCALATED, Decision, State
 from .machine import CompiledChart, Move, exhaust, go
 from .models.base import Message, Reply, Request, ToolCall
-from .moves import NOT_EXECUTED, commit, drop_queue, try_move
+from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move, typed_context
 from .prompt import NEXT_STATE, build_request, model_view
 from .run import Actor, QueuedCall, Run, Step, evolve
 from .tools import Tool, ToolArgumentsError, fingerprint, render_result
@@ -125,7 +125,7 @@ def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     assert state is not None, leaf
     if state.kind == "code":
         assert state.handler is not None
-        return RunHandler(state, node.chart.context.model_construct(**run.context))
+        return RunHandler(state, typed_context(cc, leaf, run.context))
     return Wait(run.reason) if state.kind == "approval" else Ended()
 
 
@@ -161,7 +161,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
             f"(tools here: {offered}; or call {NEXT_STATE})"
         )
         return Decide("refuse", why)
-    args = _parse_arguments(call)
+    args = parse_arguments(call)
     if isinstance(args, str):
         return Decide("refuse", args)
     try:
@@ -189,7 +189,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     return RunTool(call, tool, args, fp, key)
 
 
-def _parse_arguments(call: ToolCall) -> dict[str, Any] | str:
+def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
     if isinstance(call.arguments, dict):
         return call.arguments
     try:
@@ -292,8 +292,9 @@ def _after_tool(
     assert t is not None
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
+    ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
-                   call=effect.call, result=text, error=error, fingerprint=effect.fingerprint,
+                  call=effect.call, result=text, error=error, fingerprint=ran,
                   delta=(msg,), update={"visit": visit, "pending": pending})
 
 
@@ -321,7 +322,7 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
     assert run.visit is not None
     call = run.pending[0].call
     view = model_view(cc, run.visit.state)
-    args = _parse_arguments(call)
+    args = parse_arguments(call)
     if isinstance(args, str):
         return _refuse_call(cc, run, args, now, wall)
     try:
@@ -332,6 +333,9 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
         return _refuse_call(cc, run, why, now, wall)
     values = parsed.model_dump(mode="json", exclude_unset=True)
     target = values.pop("target")
+    values, problem = checked_patch(cc, view.path, run, values)
+    if problem is not None:
+        return _refuse_call(cc, run, problem, now, wall)
     prefix = cc.nodes[view.path].prefix
     move = try_move(cc, run, go(prefix + target), values)
     if isinstance(move, str):
@@ -352,7 +356,11 @@ def _after_handler(
         why = f"handler of code state '{here}' raised {type(outcome).__name__}: {outcome}"
         return _escalate(cc, run, why, now, usage, actor="code", error=why)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
-    patch, problem = _validate_patch(cc, here, effect.state, dict(decision.patch))
+    if not isinstance(decision, Decision) or not isinstance(decision.target, str):
+        why = (f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
+               "the name of a target state")
+        return _escalate(cc, run, why, now, usage, actor="code", error=why)
+    patch, problem = _validate_patch(cc, here, run, effect.state, dict(decision.patch))
     if problem is None:
         move = try_move(cc, run, go(cc.nodes[here].prefix + decision.target), patch)
         problem = move if isinstance(move, str) else None
@@ -364,22 +372,13 @@ def _after_handler(
 
 
 def _validate_patch(
-    cc: CompiledChart, path: str, state: State, patch: dict[str, Any]
+    cc: CompiledChart, path: str, run: Run, state: State, patch: dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
     undeclared = sorted(set(patch) - set(state.writes))
     if undeclared:
         return {}, (f"code state '{path}' wrote {', '.join(undeclared)}, which it does not "
                     "declare in writes=")
-    context_type = cc.nodes[path].chart.context
-    try:
-        merged = context_type.model_validate({**_defaults(context_type), **patch})
-    except ValidationError as exc:
-        return {}, f"code state '{path}' wrote invalid values: {exc.errors()[0]['msg']}"
-    return merged.model_dump(mode="json", include=set(patch)), None
-
-
-def _defaults(context_type: type[BaseModel]) -> dict[str, Any]:
-    return {k: None for k, f in context_type.model_fields.items() if f.is_required()}
+    return checked_patch(cc, path, run, patch)
 
 
 def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: Spent) -> Step:
@@ -389,7 +388,7 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     assert t is not None, (run.state, which)
     move = cc.move(run.state, t)
     reason = f"budget exhausted at {which or 'root'}; routed to '{move.leaf}'"
-    again = _first_exhausted(cc, run, leaf=move.leaf)
+    again = _first_exhausted(cc, run, leaf=move.leaf) or _over_visits(cc, run, move)
     if again is not None and level:
         # The target is out of budget too; routing is free, so go to the root's target.
         t = cc.resolve(run.state, exhaust(""))
@@ -400,6 +399,15 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
     return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
                   exhausted=which, delta=delta, update={"pending": ()})
+
+
+def _over_visits(cc: CompiledChart, run: Run, move: Move) -> str | None:
+    for path in move.counted:
+        state = cc.nodes[path].state
+        cap = state.max_visits if state is not None else None
+        if cap is not None and run.visits.get(path, 0) >= cap:
+            return f"{path}:max_visits"
+    return None
 
 
 def _escalate(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
@@ -49,16 +49,19 @@ class Tool:
     """The JSON schema of the arguments (filled in by `tool`)."""
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Validated arguments as JSON-ready values; raises `ToolArgumentsError`."""
+        """Validated arguments as JSON values (what is fingerprinted and stored)."""
+        return self._parse(arguments).model_dump(mode="json")
+
+    def _parse(self, arguments: dict[str, Any]) -> BaseModel:
         try:
-            parsed = self.args_model.model_validate(arguments)
+            return self.args_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
-        return parsed.model_dump(mode="python")
 
     async def invoke(self, arguments: dict[str, Any], key: str | None = None) -> Any:
-        """Run the tool with validated arguments (and its idempotency key when keyed)."""
-        kwargs = dict(arguments)
+        """Run the tool with its typed arguments (and its idempotency key when keyed)."""
+        parsed = self._parse(arguments)
+        kwargs = {name: getattr(parsed, name) for name in self.args_model.model_fields}
         if self.retry == "keyed":
             kwargs[KEY_PARAMETER] = key
         out = self.fn(**kwargs)
@@ -192,5 +195,3 @@ def render_result(value: Any, cap: int) -> str:
         return f"{text[:cap]}\n[truncated: {len(text) - cap} more characters]"
     return text
 
-
-ToolFn = Callable[..., Awaitable[Any]] | Callable[..., Any]

@@ -108,7 +108,7 @@ async def test_step_advances_exactly_one_transition_without_storing() -> None:
     assert await store.events(run.run_id) == []
     second = await step(c, first.run, model=model, session=session)
     assert second is not None and second.run.status == "ended"
-    assert await step(c, second.run, model=model) is None
+    assert await step(c, second.run, model=model, session=session) is None
 
 
 async def test_store_fences_a_stale_writer() -> None:
@@ -116,7 +116,7 @@ async def test_store_fences_a_stale_writer() -> None:
     store = MemoryStore()
     model = ScriptedModel([])
     run = await start(c, store=store, model=model, context={"score": 6})
-    rec = await step(c, run, model=model)
+    rec = await step(c, run, model=model, session=Session())
     assert rec is not None
     await store.append(rec)
     with pytest.raises(ConflictError, match="already has event 1"):
@@ -139,8 +139,8 @@ PUBLIC = [
     "Session", "Spent", "State", "StatechartError", "Step", "Store", "Tool", "ToolCall",
     "ToolDefinitionError", "ToolSpec", "UncappedCycleError", "UndeclaredFieldError",
     "UnknownTargetError", "UnreachableStateError", "Usage", "Visit", "approve", "call",
-    "cancel", "drive", "fingerprint", "reject", "reply", "run_sync", "run_to_end", "start",
-    "step", "tool",
+    "cancel", "drive", "fingerprint", "load_session", "reject", "reply", "run_sync",
+    "run_to_end", "start", "step", "tool",
 ]
 
 

@@ -26,6 +26,7 @@ class Intent(BaseModel):
     seq: int
     """Seq of the event that recorded the intent."""
     completed: bool = False
+    """True once the call left the queue: it ran, or was refused, rejected or dropped."""
 
 
 @runtime_checkable
@@ -70,11 +71,14 @@ class Store(Protocol):
 
 
 def intents_of(events: Sequence[Event], runs_after: Sequence[Run]) -> list[Intent]:
-    """Intents as a fold over events: the head call a step left in `act`, completed later."""
+    """Intents as a fold: a tool call becomes an intent when a step leaves it next to run in
+    `act`; it completes when it leaves the queue (it ran, or was refused, rejected, dropped)."""
     out: dict[str, Intent] = {}
     for event, run in zip(events, runs_after, strict=True):
-        if event.call is not None and event.call.id in out and event.fingerprint is not None:
-            out[event.call.id] = out[event.call.id].model_copy(update={"completed": True})
+        queued = {q.call.id for q in run.pending}
+        for call_id, intent in out.items():
+            if not intent.completed and call_id not in queued:
+                out[call_id] = intent.model_copy(update={"completed": True})
         if run.state.endswith(".act") and run.pending:
             head = run.pending[0].call
             if head.name != "next_state" and head.id not in out:
