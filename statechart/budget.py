@@ -66,6 +66,8 @@ class Spent(BaseModel):
                     or self.output_tokens or self.cost_micros or self.wall_ms)
 
 
+HARD_KINDS = ("steps", "wall_ms")
+"""Spent, these stop every step; other spent kinds stop only steps that start a call."""
 ZERO = Spent()
 ONE_STEP = Spent(steps=1)
 
@@ -74,9 +76,9 @@ ONE_STEP = Spent(steps=1)
 class Budget:
     """Caps for one level. `None` means no cap for that kind.
 
-    `on_exhausted` names where the level goes when a cap is reached: a sibling
-    state for a state budget, a terminal state for the root chart. A sub-chart
-    that runs out ends in its own `exhausted` terminal, which its parent maps.
+    Where a spent level goes is the owner's `on_exhausted`: a sibling state for a
+    state budget, a terminal state for the root chart. A sub-chart that runs out
+    ends in its own `exhausted` terminal, which its parent maps like any exit.
     """
 
     max_steps: int | None = None
@@ -124,14 +126,6 @@ def spent_of(spent: Spent, kind: str) -> int:
     """The amount of one kind in a `Spent` (including the derived `tokens`)."""
     value: int = getattr(spent, kind)
     return value
-
-
-def exhausted_kind(caps: dict[str, int], spent: Spent) -> str | None:
-    """The first capped kind whose spending has reached its cap, or None."""
-    for kind, cap in caps.items():
-        if spent_of(spent, kind) >= cap:
-            return kind
-    return None
 
 
 def remaining(caps: dict[str, int], spent: Spent, kind: str) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any
 from transitions import MachineError
 from transitions.extensions.nesting import HierarchicalMachine, NestedState
 
-from .budget import Budget
+from .budget import HARD_KINDS, Budget
 from .chart import CANCELLED, ESCALATED, EXHAUSTED, Chart, Edge, State
 from .errors import MissingBudgetError, UndeclaredFieldError
 
@@ -99,10 +99,11 @@ class Level:
     @cached_property
     def hard(self) -> tuple[tuple[str, int], ...]:
         """The caps that stop every step once reached: steps and wall time."""
-        return tuple((k, v) for k, v in self.caps.items() if k in ("steps", "wall_ms"))
+        return tuple((k, v) for k, v in self.caps.items() if k in HARD_KINDS)
 
     @cached_property
     def all(self) -> tuple[tuple[str, int], ...]:
+        """Every cap of the level, as (kind, cap) pairs."""
         return tuple(self.caps.items())
 
 
@@ -165,6 +166,8 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
+        self.views: dict[str, object] = {}
+        """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
         self._moves: dict[tuple[str, str, str], Move] = {}

@@ -35,7 +35,7 @@ def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -
     t = cc.resolve(run.state, trigger)
     target = trigger.removeprefix("go:")
     here = cc.owner_state(run.state)[0]
-    if t is None or t.trigger != trigger:
+    if t is None:
         legal = ", ".join(sorted(_targets(cc, run.state))) or "none"
         return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
     edge = t.edge

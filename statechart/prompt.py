@@ -35,10 +35,10 @@ class ModelView:
 
 def model_view(cc: CompiledChart, path: str) -> ModelView:
     """The view of the model state at `path` (cached per compiled chart)."""
-    views: dict[str, ModelView] = cc.__dict__.setdefault("_views", {})
-    view = views.get(path)
+    view = cc.views.get(path)
     if view is None:
-        view = views[path] = _build_view(cc, path)
+        view = cc.views[path] = _build_view(cc, path)
+    assert isinstance(view, ModelView)
     return view
 
 

@@ -93,7 +93,7 @@ class Run(BaseModel):
     chart: str
     """Name of the root chart."""
     chart_version: str
-    """`Chart.version` when the run started; resume compares it."""
+    """`Chart.version` when the run started, so a changed chart can be told apart."""
     model: str
     """Spec of the model driving the run, so a resume uses the same one."""
     state: str
@@ -176,12 +176,15 @@ class Step:
 
     @property
     def entered(self) -> tuple[str, ...]:
+        """States entered, outermost first."""
         return self.event.entered
 
     @property
     def exited(self) -> tuple[str, ...]:
+        """States exited, innermost first."""
         return self.event.exited
 
     @property
     def spent(self) -> Spent:
+        """What the step cost."""
         return self.event.usage

@@ -23,7 +23,7 @@ from statechart import (
     start,
     tool,
 )
-from statechart.budget import exhausted_kind, remaining
+from statechart.budget import remaining
 
 from .helpers import run_script
 
@@ -45,7 +45,7 @@ def test_spent_adds_and_caps_compare() -> None:
     total = a + Spent(steps=2, cost_micros=5)
     assert (total.steps, total.tokens, total.cost_micros) == (3, 7, 5)
     caps = Budget(max_tokens=7, max_steps=10).caps()
-    assert exhausted_kind(caps, total) == "tokens"
+    assert remaining(caps, total, "tokens") == 0
     assert remaining(caps, total, "steps") == 7
     assert remaining(caps, total, "cost_micros") is None
     assert Budget(max_steps=5).merged(Budget(max_steps=3, max_cost_micros=9)) == Budget(
