@@ -44,7 +44,8 @@ import pydantic
 
 import statechart as sc
 from statechart.driver import Session
-from statechart.step import CallModel, Ended, Memory, RunTool, Wait, advance, plan
+from statechart.effects import CallModel, Ended, Memory, RunTool, Wait, plan
+from statechart.step import advance
 
 TARGET_PER_TRANSITION_US = 60.0
 TARGET_ABOVE_FLOOR_US = 25.0

@@ -18,10 +18,11 @@ import anyio
 
 from . import human
 from .chart import Chart
+from .effects import CallModel, Ended, Memory, RunHandler, RunTool, Wait, plan
 from .errors import RunNotFoundError
 from .models.base import Message, Model
 from .run import Run, Step, Visit
-from .step import CallModel, Ended, Memory, RunHandler, RunTool, Wait, advance, plan
+from .step import advance
 from .store.base import Store
 
 Clock = Callable[[], float]

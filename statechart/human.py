@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import ZERO
+from .effects import parse_arguments
 from .errors import NotWaitingError, RunEndedError, RunError
 from .machine import CANCEL, CompiledChart, go
 from .models.base import Message
 from .moves import commit, try_move
 from .run import QueuedCall, Run, Step
-from .step import parse_arguments
 
 
 def decide(

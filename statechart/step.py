@@ -1,217 +1,34 @@
-"""The pure transition function: what a state needs next, and what an outcome does to the run.
+"""The pure transition function: what an effect's outcome does to the run.
 
-`plan()` reads the run and says which effect the driver must perform (call
-the model, run a tool, run a handler) or decides a move that needs no I/O.
-`advance()` folds the effect's outcome into the next run and one event.
-Neither awaits, touches a clock or writes anywhere.
+`advance()` folds the outcome of the effect `plan()` chose into the next run
+and one event. It never awaits, touches a clock or writes anywhere.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from .budget import ONE_STEP, ZERO, Spent, spent_of
+from .budget import ONE_STEP, ZERO, Spent
 from .chart import ESCALATED, Decision, State
+from .effects import (
+    TOOL_STEP,
+    CallModel,
+    Decide,
+    Effect,
+    Memory,
+    RunHandler,
+    RunTool,
+    first_exhausted,
+    parse_arguments,
+)
 from .machine import CompiledChart, Move, exhaust, go
-from .models.base import Message, Reply, Request, ToolCall
-from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move, typed_context
-from .prompt import NEXT_STATE, build_request, model_view
+from .models.base import Message, Reply
+from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
+from .prompt import NEXT_STATE, model_view
 from .run import Actor, QueuedCall, Run, Step, evolve
-from .tools import Tool, ToolArgumentsError, fingerprint, render_result
-
-TOOL_STEP = Spent(steps=1, tool_calls=1)
-
-
-@dataclass(frozen=True)
-class CallModel:
-    """Ask the model; the outcome is a `Reply` or the exception it raised."""
-
-    request: Request
-
-
-@dataclass(frozen=True)
-class RunTool:
-    """Run a validated tool call; the outcome is its return value or the exception."""
-
-    call: ToolCall
-    tool: Tool
-    arguments: dict[str, Any]
-    fingerprint: str
-    key: str | None
-
-
-@dataclass(frozen=True)
-class RunHandler:
-    """Run a code state's handler; the outcome is a `Decision`, a target, or the exception."""
-
-    state: State
-    context: BaseModel
-
-
-@dataclass(frozen=True)
-class Decide:
-    """A move that needs no I/O: routing on exhaustion, a refusal, `next_state`, an approval ask."""
-
-    what: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Nothing to do until a human decides."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The run is over."""
-
-
-Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What the driver holds beside the run: this visit's transcript and executed fingerprints."""
-
-    transcript: Sequence[Message] = ()
-    fingerprints: frozenset[str] | set[str] = field(default_factory=frozenset)
-
-
-# -- plan ---------------------------------------------------------------------------------
-
-
-def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
-    """The effect the run's current state needs next."""
-    if run.status == "ended":
-        return Ended()
-    if run.status == "waiting":
-        return Wait(run.reason)
-    spent = _first_exhausted(cc, run, hard_only=True)
-    if spent is not None:
-        return Decide("exhaust", spent)
-    effect = _plan_state(cc, run, memory)
-    if isinstance(effect, (CallModel, RunTool)) or (
-        isinstance(effect, Decide) and effect.what == "ask"
-    ):
-        spent = _first_exhausted(cc, run)
-        if spent is not None:
-            return Decide("exhaust", spent)
-    return effect
-
-
-def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
-    leaf = run.state
-    if leaf.endswith(".think"):
-        visit = run.visit
-        assert visit is not None
-        view = model_view(cc, visit.state)
-        cap = view.state.max_iterations or 0
-        if visit.iterations >= cap:
-            return Decide("exhaust", f"{visit.state}:iterations")
-        final = visit.iterations == cap - 1
-        return CallModel(build_request(cc, run, memory.transcript, final=final))
-    if leaf.endswith(".act"):
-        return _plan_call(cc, run, memory)
-    node = cc.nodes[leaf]
-    state = node.state
-    assert state is not None, leaf
-    if state.kind == "code":
-        assert state.handler is not None
-        return RunHandler(state, typed_context(cc, leaf, run.context))
-    return Wait(run.reason) if state.kind == "approval" else Ended()
-
-
-def _first_exhausted(
-    cc: CompiledChart, run: Run, hard_only: bool = False, leaf: str | None = None,
-) -> str | None:
-    """`level:kind` of the outermost spent level around `leaf` (only steps/wall if `hard_only`)."""
-    ledger = run.ledger
-    for level in cc.levels_of(leaf or run.state):
-        spent = ledger.get(level.key, ZERO)
-        for kind, cap in level.hard if hard_only else level.all:
-            if spent_of(spent, kind) >= cap:
-                return f"{level.key}:{kind}"
-    return None
-
-
-def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
-    assert run.visit is not None and run.pending
-    queued = run.pending[0]
-    call = queued.call
-    view = model_view(cc, run.visit.state)
-    state = view.state
-    if call.name == NEXT_STATE:
-        return Decide("next_state")
-    final = run.visit.iterations >= (state.max_iterations or 0)
-    tool = state.tool_map.get(call.name)
-    if tool is None or final:
-        offered = ", ".join(t.name for t in state.tools) or "none"
-        why = (
-            f"only {NEXT_STATE} is offered on the last call of state '{view.path}'"
-            if tool is not None
-            else f"tool '{call.name}' is not available in state '{view.path}' "
-            f"(tools here: {offered}; or call {NEXT_STATE})"
-        )
-        return Decide("refuse", why)
-    args = parse_arguments(call)
-    if isinstance(args, str):
-        return Decide("refuse", args)
-    try:
-        args = tool.validate(args)
-    except ToolArgumentsError as exc:
-        return Decide("refuse", str(exc))
-    cap = state.max_calls.get(tool.name)
-    done = run.visit.calls.get(tool.name, 0)
-    if cap is not None and done >= cap:
-        return Decide(
-            "refuse",
-            f"tool '{tool.name}' was already called {done} times in this visit of "
-            f"'{view.path}' (max_calls={cap}); use what you have or call {NEXT_STATE}",
-        )
-    fp = fingerprint(tool.name, args)
-    if fp in memory.fingerprints and not tool.repeatable:
-        return Decide(
-            "refuse",
-            f"tool '{tool.name}' already ran with these arguments; its result is above. "
-            "Do not repeat a call; change the arguments or move on",
-        )
-    if tool.needs_approval and queued.approved_by is None:
-        return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
-    key = idempotency_key(run, tool, fp) if tool.retry == "keyed" else None
-    return RunTool(call, tool, args, fp, key)
-
-
-def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
-    if isinstance(call.arguments, dict):
-        return call.arguments
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return f"arguments of '{call.name}' are not valid JSON ({exc.msg}); send a JSON object"
-    if not isinstance(value, dict):
-        return f"arguments of '{call.name}' must be a JSON object"
-    return value
-
-
-def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
-    """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
-    assert run.visit is not None
-    occurrence = ""
-    if tool.repeatable:
-        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{run.visit.calls.get(tool.name, 0)}"
-    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
-
-
-# -- advance ------------------------------------------------------------------------------
+from .tools import render_result
 
 
 def advance(
@@ -388,7 +205,7 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     assert t is not None, (run.state, which)
     move = cc.move(run.state, t)
     reason = f"budget exhausted at {which or 'root'}; routed to '{move.leaf}'"
-    again = _first_exhausted(cc, run, leaf=move.leaf) or _over_visits(cc, run, move)
+    again = first_exhausted(cc, run, leaf=move.leaf) or _over_visits(cc, run, move)
     if again is not None and level:
         # The target is out of budget too; routing is free, so go to the root's target.
         t = cc.resolve(run.state, exhaust(""))
