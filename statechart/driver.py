@@ -106,7 +106,7 @@ async def _perform(effect: Any, model: Model) -> Any:
         if isinstance(effect, CallModel):
             return await model.complete(effect.request)
         if isinstance(effect, RunTool):
-            return await effect.tool.invoke(effect.arguments, effect.key)
+            return await effect.tool.invoke(effect.parsed, effect.key)
         if isinstance(effect, RunHandler):
             assert effect.state.handler is not None
             return await effect.state.handler(effect.context)

@@ -41,8 +41,11 @@ class RunTool:
     call: ToolCall
     tool: Tool
     arguments: dict[str, Any]
+    """The validated arguments as JSON values (fingerprinted, stored)."""
     fingerprint: str
     key: str | None
+    parsed: BaseModel
+    """The same arguments, typed: what the tool is called with."""
 
 
 @dataclass(frozen=True)
@@ -164,9 +167,10 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     if isinstance(args, str):
         return Decide("refuse", args)
     try:
-        args = tool.validate(args)
+        parsed = tool.parse(args)
     except ToolArgumentsError as exc:
         return Decide("refuse", str(exc))
+    args = parsed.model_dump(mode="json")
     cap = state.max_calls.get(tool.name)
     done = run.visit.calls.get(tool.name, 0)
     if cap is not None and done >= cap:
@@ -185,7 +189,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     if tool.needs_approval and queued.approved_by is None:
         return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
     key = idempotency_key(run, tool, fp) if tool.retry == "keyed" else None
-    return RunTool(call, tool, args, fp, key)
+    return RunTool(call, tool, args, fp, key, parsed)
 
 
 def parse_arguments(call: ToolCall) -> dict[str, Any] | str:

@@ -50,17 +50,18 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments as JSON values (what is fingerprinted and stored)."""
-        return self._parse(arguments).model_dump(mode="json")
+        return self.parse(arguments).model_dump(mode="json")
 
-    def _parse(self, arguments: dict[str, Any]) -> BaseModel:
+    def parse(self, arguments: dict[str, Any]) -> BaseModel:
+        """Validated, typed arguments; raises `ToolArgumentsError` with what to fix."""
         try:
             return self.args_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
 
-    async def invoke(self, arguments: dict[str, Any], key: str | None = None) -> Any:
+    async def invoke(self, arguments: dict[str, Any] | BaseModel, key: str | None = None) -> Any:
         """Run the tool with its typed arguments (and its idempotency key when keyed)."""
-        parsed = self._parse(arguments)
+        parsed = arguments if isinstance(arguments, BaseModel) else self.parse(arguments)
         kwargs = {name: getattr(parsed, name) for name in self.args_model.model_fields}
         if self.retry == "keyed":
             kwargs[KEY_PARAMETER] = key
