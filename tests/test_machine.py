@@ -2,26 +2,23 @@
 
 `CompiledChart.fire()` answers from tables read out of the machine;
 `CompiledChart.machine_fire()` asks the machine itself. A hypothesis test
-builds random valid charts (sub-charts three levels deep, every state kind,
-guarded and capped edges) and checks that both agree on every
+builds random valid charts (`tests/strategies.py`: sub-charts three levels deep,
+every state kind, guarded and capped edges) and checks that both agree on every
 (leaf, trigger, guard outcome). Plain examples pin down what compiling means.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 from transitions import MachineError
 
 from statechart import (
     ESCALATED,
-    EXHAUSTED,
     Budget,
     Chart,
     ChartError,
@@ -33,10 +30,7 @@ from statechart import (
 )
 from statechart.machine import EXIT, CompiledChart, Move, Transition
 
-
-class Ctx(BaseModel):
-    count: int = 0
-    note: str = ""
+from .strategies import ChartOptions, Ctx, charts
 
 
 @tool(retry="safe")
@@ -53,114 +47,15 @@ def allow_guard(facts: Facts) -> bool:
     return True
 
 
-# -- random valid charts ----------------------------------------------------------------------
+# -- random valid charts (tests/strategies.py) ----------------------------------------------
 
 
-@dataclass(frozen=True)
-class Level:
-    """A chart factory (sub-charts are built from factories) and its own terminals."""
-
-    build: Callable[[], Chart]
-    terminals: tuple[str, ...]
-
-
-def _budget(draw: st.DrawFn) -> Budget | None:
-    if not draw(st.booleans()):
-        return None
-    return Budget(
-        max_steps=draw(st.none() | st.integers(1, 6)),
-        max_tokens=draw(st.none() | st.integers(10, 500)),
-    )
-
-
-@st.composite
-def levels(draw: st.DrawFn, depth: int, name: str = "root") -> Level:
-    """One chart level: s0..sN (model, code, approval, chart) then terminals.
-
-    `s{i}` always has a way to `s{i+1}` (or `done`), so every state is reachable
-    and has an exit. Every other way out may go anywhere; a way back (to `s{j}`,
-    j <= i) is capped by `max_traversals` on its edge or `max_visits` on its
-    source, so validation always passes. Only a spent budget's route (the
-    `on_exhausted` of a budgeted state, a sub-chart's `exhausted` exit) must go
-    forward: validation rejects exhaustion routes that can loop.
-    """
-    n = draw(st.integers(1, 3))
-    names = [f"s{i}" for i in range(n)]
-    terminals = ["done", *(["failed"] if draw(st.booleans()) else [])]
-    anywhere = [*names, *terminals, ESCALATED, EXHAUSTED]
-    kinds = ["model", "code", "approval"] + (["chart", "chart"] if depth > 1 else [])
-    states: list[State] = []
-    edges: list[Edge] = []
-    for i, sname in enumerate(names):
-        kind = draw(st.sampled_from(kinds))
-        nxt = names[i + 1] if i + 1 < n else "done"
-        last = i + 1 == n
-        visits: int | None = draw(st.sampled_from([None, None, None, 1, 2]))
-
-        def back(target: str, i: int = i) -> bool:
-            return target in names and names.index(target) <= i
-
-        def outlet() -> str:
-            nonlocal visits
-            target = draw(st.sampled_from(anywhere))
-            if back(target) and visits is None:
-                visits = draw(st.integers(1, 2))
-            return target
-
-        extra: dict[str, Any] = {"budget": _budget(draw)}
-        ahead = [*names[i + 1:], *terminals, ESCALATED, EXHAUSTED]
-        budgeted = extra["budget"] is not None or kind == "chart"
-        on_exhausted = draw(st.sampled_from(ahead if budgeted else anywhere))
-        if kind in ("model", "code"):
-            targets = [nxt, *draw(st.lists(st.sampled_from(anywhere), max_size=2))]
-            if last and "failed" in terminals:
-                targets.append("failed")  # so `failed` is reachable
-            targets = list(dict.fromkeys(targets))
-            if not set(targets) - {ESCALATED, on_exhausted}:
-                on_exhausted = ESCALATED  # keep a way out besides escalation
-            for target in targets:
-                cap = None
-                if back(target) and visits is None:
-                    cap = draw(st.integers(1, 2))
-                guard = allow_guard if draw(st.booleans()) else None
-                edges.append(Edge(sname, target, guard=guard, max_traversals=cap))
-            if kind == "model":
-                extra["tools"] = (lookup,) if draw(st.booleans()) else ()
-                extra["max_iterations"] = draw(st.integers(1, 3))
-            else:
-                extra["handler"] = handler
-        elif kind == "approval":
-            extra["on_approve"] = nxt
-            extra["on_reject"] = "failed" if last and "failed" in terminals else outlet()
-        else:
-            child = draw(levels(depth - 1, f"{name}_{sname}"))
-            exits = {"done": nxt}
-            for term in (*child.terminals[1:], ESCALATED, EXHAUSTED):
-                if term in child.terminals or draw(st.booleans()):
-                    exits[term] = draw(st.sampled_from(ahead)) if term == EXHAUSTED else outlet()
-            if last and "failed" in terminals:
-                exits[ESCALATED] = "failed"
-            extra["chart"] = child.build
-            extra["exits"] = exits
-        extra["on_exhausted"] = on_exhausted
-        states.append(State(sname, kind=kind, max_visits=visits, **extra))
-    states.extend(State(t, kind="terminal") for t in terminals)
-    root = depth == 3
-    budget = Budget(max_steps=draw(st.integers(1, 30))) if root else _budget(draw)
-    on_exhausted = draw(st.sampled_from([*terminals, ESCALATED, EXHAUSTED]))
-
-    def build() -> Chart:
-        return Chart(
-            name, states=tuple(states), edges=tuple(edges), context=Ctx, budget=budget,
-            on_exhausted=on_exhausted,
-        )
-
-    build()  # a chart that does not validate is a bug in this generator: fail loudly
-    return Level(build, tuple(terminals))
-
-
-def charts(depth: int = 3) -> st.SearchStrategy[Chart]:
-    return levels(depth).map(lambda level: level.build())
+OPTIONS = ChartOptions(
+    guards=st.sampled_from([None, allow_guard]),
+    toolsets=((lookup,), ()),
+    handler=lambda targets, writes: handler,
+    approval_first=True,
+)
 
 
 def leaves(cc: CompiledChart) -> list[str]:
@@ -195,7 +90,7 @@ def _outcome(
     return result, asked
 
 
-@given(charts())
+@given(charts(OPTIONS))
 @settings(max_examples=60, deadline=None)
 def test_tables_and_machine_agree_on_every_leaf_trigger_and_guard_outcome(chart: Chart) -> None:
     cc = chart.compiled
@@ -209,7 +104,7 @@ def test_tables_and_machine_agree_on_every_leaf_trigger_and_guard_outcome(chart:
                 assert table == machine, (leaf, trigger, allowed)
 
 
-@given(charts())
+@given(charts(OPTIONS))
 @settings(max_examples=60, deadline=None)
 def test_every_compiled_move_lands_on_a_resting_leaf(chart: Chart) -> None:
     """A move never stops on a compound state or a sub-chart terminal that has an exit."""
@@ -229,7 +124,7 @@ def test_every_compiled_move_lands_on_a_resting_leaf(chart: Chart) -> None:
             assert move.exited[0] == leaf and move.entered[-1] == move.leaf
 
 
-@given(charts())
+@given(charts(OPTIONS))
 @settings(max_examples=60, deadline=None)
 def test_escalated_is_reachable_from_every_nonterminal_state(chart: Chart) -> None:
     cc = chart.compiled
