@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .budget import ZERO, Spent, spent_of
 from .chart import State
@@ -127,7 +127,11 @@ def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     assert state is not None, leaf
     if state.kind == "code":
         assert state.handler is not None
-        return RunHandler(state, typed_context(cc, leaf, run.context))
+        try:
+            context = typed_context(cc, leaf, run.context)
+        except ValidationError as exc:
+            return Decide("escalate", f"the context does not fit code state '{leaf}': {exc}")
+        return RunHandler(state, context)
     return Wait(run.reason) if state.kind == "approval" else Ended()
 
 

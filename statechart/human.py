@@ -8,9 +8,10 @@ from .budget import ZERO
 from .effects import parse_arguments
 from .errors import NotWaitingError, RunEndedError, RunError
 from .machine import CANCEL, CompiledChart, go
-from .models.base import Message
+from .models.base import Message, ToolCall
 from .moves import commit, try_move
 from .run import QueuedCall, Run, Step
+from .tools import ToolArgumentsError
 
 
 def decide(
@@ -53,10 +54,7 @@ def _decide_call(
     call = head.call
     if approved:
         if edits:
-            base = parse_arguments(call)
-            if isinstance(base, str):
-                base = {}  # malformed JSON from the model: the edit replaces it whole
-            call = call.model_copy(update={"arguments": {**base, **edits}})
+            call = _edited(cc, run, call, edits)
         run = run.model_copy(update={
             "pending": (QueuedCall(call=call, approved_by=by),), "status": "running", "reason": "",
         })
@@ -73,14 +71,36 @@ def _decide_call(
                    actor="human", reason=reason, call=call, result=msg.content, delta=(msg,))
 
 
+def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) -> ToolCall:
+    """The pending call with the human's edits, validated by the tool (or refused, unchanged)."""
+    base = parse_arguments(call)
+    if isinstance(base, str):
+        base = {}  # malformed JSON from the model: the edit replaces it whole
+    arguments = {**base, **edits}
+    owner, state = cc.owner_state(run.state)
+    tool = state.tool_map.get(call.name)
+    if tool is not None:
+        try:
+            arguments = tool.validate(arguments)
+        except ToolArgumentsError as exc:
+            where = f"run {run.run_id} in '{owner}'"
+            raise RunError(f"edits to the pending call of {where}: {exc}") from None
+    return call.model_copy(update={"arguments": arguments})
+
+
 def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
     """End a run in `cancelled` from wherever it is."""
     if run.status == "ended":
         raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
     t = cc.resolve(run.state, CANCEL)
     assert t is not None
-    delta = tuple(Message(role="tool", tool_call_id=q.call.id, content=f"not executed: cancelled: "
-                          f"{reason}") for q in run.pending)
+    in_flight = run.state.endswith(".act")  # its head call may be running right now
+    delta = tuple(
+        Message(role="tool", tool_call_id=q.call.id,
+                content=f"cancelled: {reason}; this call may have started" if i == 0 and in_flight
+                else f"not executed: cancelled: {reason}")
+        for i, q in enumerate(run.pending)
+    )
     step = commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
                   reason=reason, delta=delta, update={"pending": ()})
     ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})

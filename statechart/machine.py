@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from pydantic import BaseModel
 from transitions import MachineError
 from transitions.extensions.nesting import HierarchicalMachine, NestedState
 
@@ -123,17 +124,25 @@ class Move:
     """The run's status once here: `running`, `waiting` (approval) or `ended`."""
 
 
-def _check_contexts(chart: Chart, root_fields: set[str]) -> None:
-    """A run has one context (the root's type); sub-charts may only use fields of it."""
+def _check_contexts(chart: Chart, root: type[BaseModel]) -> None:
+    """A run has one context (the root's type); sub-charts use fields of it, typed alike."""
     for name, child in chart.children.items():
-        missing = sorted(set(child.context.model_fields) - root_fields)
+        fields = child.context.model_fields
+        missing = sorted(set(fields) - set(root.model_fields))
         if missing:
             raise UndeclaredFieldError(
                 f"sub-chart '{child.name}' (state '{name}') uses context field(s) "
-                f"{', '.join(missing)} that root context {chart.context.__name__} lacks; "
+                f"{', '.join(missing)} that root context {root.__name__} lacks; "
                 "declare them on the root context"
             )
-        _check_contexts(child, root_fields)
+        for field, info in fields.items():
+            if info.annotation != root.model_fields[field].annotation:
+                raise UndeclaredFieldError(
+                    f"sub-chart '{child.name}' (state '{name}') types context field '{field}' "
+                    f"as {info.annotation}, the root context as "
+                    f"{root.model_fields[field].annotation}; declare it with the same type"
+                )
+        _check_contexts(child, root)
 
 
 class CompiledChart:
@@ -151,7 +160,7 @@ class CompiledChart:
                 "terminal state, or an exhausted run could not end"
             )
         self.chart = chart
-        _check_contexts(chart, set(chart.context.model_fields))
+        _check_contexts(chart, chart.context)
         self.nodes: dict[str, Node] = {}
         self.transitions: list[Transition] = []
         self.levels: dict[str, Level] = {}

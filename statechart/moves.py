@@ -98,8 +98,11 @@ def checked_patch(
     """`patch` as JSON values once the patched context passes its type's validation."""
     if not patch:
         return {}, None
+    context = {**run.context, **patch}
     try:
-        merged = typed_context(cc, path, {**run.context, **patch})
+        merged = typed_context(cc, path, context)
+        if cc.nodes[path].prefix:  # inside a sub-chart: the root's type must agree too
+            cc.chart.context.model_validate(context)
     except ValidationError as exc:
         return {}, f"invalid values written in '{path}': {_problems(exc)}"
     return merged.model_dump(mode="json", include=set(patch)), None
@@ -117,6 +120,8 @@ def commit(
     """The next run and its event: charge the ledger, count visits, apply the patch."""
     seq = run.seq + 1
     update = {**update, "seq": seq} if update else {"seq": seq}
+    if run.routed and usage.steps:
+        update["routed"] = 0
     if not usage.is_zero():
         ledger = dict(run.ledger)
         for level in cc.levels_of(run.state):

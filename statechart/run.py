@@ -29,8 +29,10 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
             {n: f.default_factory for n, f in fields if f.default_factory is not None},
         )
     defaults, factories = found
-    data = {**defaults, **{n: make() for n, make in factories.items() if n not in values}}
-    data.update(values)
+    data = {
+        n: values[n] if n in values else defaults[n] if n in defaults else factories[n]()
+        for n in cls.model_fields
+    }
     new = cls.__new__(cls)
     object.__setattr__(new, "__dict__", data)
     object.__setattr__(new, "__pydantic_fields_set__", set(values))
@@ -114,6 +116,8 @@ class Run(BaseModel):
     """Calls of the last reply still to run; the head is the open intent while in `act`."""
     reason: str = ""
     """Why the run waits or ended, when it did."""
+    routed: int = 0
+    """Free exhaustion routes since the last charged step (bounds routing loops)."""
     lineage_root: str = ""
     """Id of the first run of this lineage (forks keep it; idempotency keys use it)."""
     parent_run: str | None = None

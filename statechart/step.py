@@ -6,6 +6,7 @@ and one event. It never awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +21,6 @@ from .effects import (
     Memory,
     RunHandler,
     RunTool,
-    first_exhausted,
     parse_arguments,
 )
 from .machine import CompiledChart, Move, exhaust, go
@@ -52,6 +52,9 @@ def advance(
             return _next_state(cc, run, now, wall)
         if effect.what == "ask":
             return _ask(cc, run, effect.detail, now, wall)
+        if effect.what == "escalate":
+            return _escalate(cc, run, effect.detail, now, ONE_STEP + wall, actor="system",
+                             error=effect.detail)
     raise ValueError(f"no transition follows effect {effect!r}")
 
 
@@ -173,7 +176,8 @@ def _after_handler(
         why = f"handler of code state '{here}' raised {type(outcome).__name__}: {outcome}"
         return _escalate(cc, run, why, now, usage, actor="code", error=why)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
-    if not isinstance(decision, Decision) or not isinstance(decision.target, str):
+    if not (isinstance(decision, Decision) and isinstance(decision.target, str)
+            and isinstance(decision.reason, str) and isinstance(decision.patch, Mapping)):
         why = (f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
                "the name of a target state")
         return _escalate(cc, run, why, now, usage, actor="code", error=why)
@@ -201,29 +205,33 @@ def _validate_patch(
 def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: Spent) -> Step:
     """Route a run whose level ran out (`level:kind`) to that level's target; a free step."""
     level = which.rsplit(":", 1)[0]
-    t = cc.resolve(run.state, exhaust(level))
+    trigger, note = exhaust(level), ""
+    if level and run.routed > 2 * len(cc.levels) + 2:
+        trigger, note = exhaust(""), "; routing went round in a loop"
+    t = cc.resolve(run.state, trigger)
     assert t is not None, (run.state, which)
     move = cc.move(run.state, t)
-    reason = f"budget exhausted at {which or 'root'}; routed to '{move.leaf}'"
-    again = first_exhausted(cc, run, leaf=move.leaf) or _over_visits(cc, run, move)
-    if again is not None and level:
-        # The target is out of budget too; routing is free, so go to the root's target.
-        t = cc.resolve(run.state, exhaust(""))
+    capped = _over_visits(cc, run, move)
+    if capped is not None:
+        # Routing must not pass a visit cap: escalate in the capped state's chart instead.
+        t = cc.resolve(run.state, go(cc.nodes[capped].prefix + ESCALATED))
         assert t is not None
         move = cc.move(run.state, t)
-        reason = (f"budget exhausted at {which}; its target is spent too ({again}); "
-                  f"routed to '{move.leaf}'")
+        note = f"; '{capped}' is at its max_visits"
+    reason = f"budget exhausted at {which or 'root'}{note}; routed to '{move.leaf}'"
     delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
     return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
-                  exhausted=which, delta=delta, update={"pending": ()})
+                  exhausted=which, delta=delta,
+                  update={"pending": (), "routed": run.routed + 1})
 
 
 def _over_visits(cc: CompiledChart, run: Run, move: Move) -> str | None:
+    """The first state this move would enter past its `max_visits`."""
     for path in move.counted:
         state = cc.nodes[path].state
         cap = state.max_visits if state is not None else None
         if cap is not None and run.visits.get(path, 0) >= cap:
-            return f"{path}:max_visits"
+            return path
     return None
 
 

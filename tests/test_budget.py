@@ -216,7 +216,7 @@ def spent_child() -> Chart:
                  edges=(Edge("s", "done"),))
 
 
-async def test_routing_into_a_spent_level_goes_to_the_root_target() -> None:
+async def test_routing_back_into_a_spent_level_stops_at_the_visit_cap() -> None:
     c = Chart(
         "cross",
         states=(State("c", kind="chart", chart=spent_child, max_visits=2,
@@ -227,4 +227,5 @@ async def test_routing_into_a_spent_level_goes_to_the_root_target() -> None:
     end, steps, _, _ = await run_script(c, [reply(content="no tool")] * 5)
     assert end.state == "escalated" and end.status == "ended"
     last = steps[-1].event
-    assert last.exhausted == "c.s:steps" and "its target is spent too" in last.reason
+    assert last.exhausted == "c.s:steps" and "'c' is at its max_visits" in last.reason
+    assert end.visits["c"] == 2

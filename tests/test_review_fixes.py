@@ -179,7 +179,7 @@ async def test_exhaustion_routing_respects_max_visits() -> None:
                reply(content="thinking")]
     end, steps, _, _ = await run_script(spent_then_capped(), replies)
     last = steps[-1].event
-    assert last.exhausted == "a:model_calls" and "b:max_visits" in last.reason
+    assert last.exhausted == "a:model_calls" and "'b' is at its max_visits" in last.reason
     assert end.state == "escalated" and end.visits["b"] == 1
 
 

@@ -72,15 +72,27 @@ class Store(Protocol):
 
 def intents_of(events: Sequence[Event], runs_after: Sequence[Run]) -> list[Intent]:
     """Intents as a fold: a tool call becomes an intent when a step leaves it next to run in
-    `act`; it completes when it leaves the queue (it ran, or was refused, rejected, dropped)."""
-    out: dict[str, Intent] = {}
+    `act`; it completes when it leaves the queue (it ran, or was refused, rejected, dropped).
+    A cancel that lands while the call may be running leaves its intent open."""
+    out: list[Intent] = []
+    open_: dict[str, int] = {}  # call id -> index in `out` of its open intent
+    before: Run | None = None
     for event, run in zip(events, runs_after, strict=True):
         queued = {q.call.id for q in run.pending}
-        for call_id, intent in out.items():
-            if not intent.completed and call_id not in queued:
-                out[call_id] = intent.model_copy(update={"completed": True})
+        in_flight = event.trigger == "cancel" and before is not None and before.state.endswith(
+            ".act")
+        head_id = before.pending[0].call.id if in_flight and before and before.pending else None
+        for call_id, i in list(open_.items()):
+            if call_id not in queued and call_id != head_id:
+                out[i] = out[i].model_copy(update={"completed": True})
+                del open_[call_id]
         if run.state.endswith(".act") and run.pending:
             head = run.pending[0].call
-            if head.name != "next_state" and head.id not in out:
-                out[head.id] = Intent(call=head, state=run.state, seq=event.seq)
-    return list(out.values())
+            if head.name != "next_state":
+                if head.id not in open_:
+                    open_[head.id] = len(out)
+                    out.append(Intent(call=head, state=run.state, seq=event.seq))
+                elif out[open_[head.id]].call != head:  # an approval edited its arguments
+                    out[open_[head.id]] = out[open_[head.id]].model_copy(update={"call": head})
+        before = run
+    return out
