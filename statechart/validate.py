@@ -180,6 +180,12 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
 
 def _check_fields(chart: Chart) -> None:
     declared = set(chart.context.model_fields)
+    for name, info in chart.context.model_fields.items():
+        if info.alias is not None and info.alias != name:
+            raise UndeclaredFieldError(
+                f"chart '{chart.name}': context field '{name}' has alias '{info.alias}'; the "
+                "context is stored by field name, so drop the alias"
+            )
     for s in chart.states:
         for kind, fields in (("reads", s.reads), ("writes", s.writes)):
             for f in fields:

@@ -11,15 +11,19 @@ from statechart import (
     Decision,
     Edge,
     Facts,
+    MemoryStore,
     RunError,
     ScriptedModel,
+    Session,
     State,
     ToolCall,
+    UndeclaredFieldError,
     approve,
     call,
     cancel,
     reply,
     start,
+    step,
     tool,
 )
 
@@ -188,3 +192,68 @@ async def test_a_store_round_trip_after_evolve_keeps_every_field() -> None:
     for s in steps:
         dumped = s.run.model_dump(exclude_unset=True)
         assert type(s.run).model_validate(dumped) == s.run
+
+
+async def test_bad_edits_are_refused_and_change_nothing() -> None:
+    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(wire,)), DONE),
+              edges=(Edge("pay", "done"),))
+    end, _, _, store = await run_script(c, [reply(call("wire", "w1", to="a", amount=1))])
+    with pytest.raises(RunError, match="amount: Input should be a valid integer"):
+        await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "lots"})
+    assert await store.load(end.run_id) == end
+    rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "7"})
+    assert rec.event.call is not None and rec.event.call.arguments == {"to": "a", "amount": 7}
+    [intent] = await store.intents(end.run_id)
+    assert intent.call.arguments == {"to": "a", "amount": 7} and not intent.completed
+
+
+async def test_a_cancel_while_a_call_may_run_leaves_its_intent_open() -> None:
+    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(flaky,)), DONE),
+              edges=(Edge("pay", "done"),))
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("flaky", "f1", q="x"))])
+    run = await start(c, store=store, model=model)
+    first = await step(c, run, model=model, session=Session())
+    assert first is not None and first.run.state == "pay.act"
+    await store.append(first)
+    rec = await cancel(c, run.run_id, store=store, reason="stop")
+    assert rec.delta[0].content == "cancelled: stop; this call may have started"
+    [intent] = await store.intents(run.run_id)
+    assert intent.call.id == "f1" and not intent.completed
+
+
+async def test_decisions_with_bad_fields_escalate() -> None:
+    async def odd(ctx: Ctx) -> Decision:
+        return Decision("done", reason=42)  # type: ignore[arg-type]
+
+    c = Chart("h", context=Ctx, budget=Budget(max_steps=5),
+              states=(State("check", kind="code", handler=odd), DONE),
+              edges=(Edge("check", "done"),))
+    end, steps, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
+    assert end.state == "escalated" and "return a Decision" in steps[-1].event.reason
+    for s in steps:
+        assert s.event.model_dump_json() == type(s.event).model_validate_json(
+            s.event.model_dump_json()).model_dump_json()
+
+
+def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
+    class Loose(BaseModel):
+        ticket_id: int = 0
+
+    def child() -> Chart:
+        return Chart("inner", context=Loose, states=(State("x", writes=("ticket_id",)), DONE),
+                     edges=(Edge("x", "done"),))
+
+    c = Chart("c", context=Ctx, budget=Budget(max_steps=5),
+              states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE))
+    with pytest.raises(UndeclaredFieldError, match="types context field 'ticket_id'"):
+        _ = c.compiled
+
+
+def test_context_fields_may_not_have_aliases() -> None:
+    class Aliased(BaseModel):
+        n: int = Field(default=0, alias="N")
+
+    with pytest.raises(UndeclaredFieldError, match="has alias 'N'"):
+        Chart("c", context=Aliased, states=(State("s", writes=("n",)), DONE),
+              edges=(Edge("s", "done"),))
