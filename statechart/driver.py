@@ -45,6 +45,7 @@ async def start(
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id, created_at=clock(),
         status="waiting" if state.kind == "approval" else "running",
+        reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
     )
     await store.create(run)
     return run

@@ -96,7 +96,7 @@ async def test_approval_state_routes_to_its_outcomes() -> None:
     store = MemoryStore()
     model = ScriptedModel([])
     run = await start(c, store=store, model=model)
-    assert run.status == "waiting"
+    assert run.status == "waiting" and run.reason == "waiting for approval in 'check'"
     await cancel(c, run.run_id, store=store, reason="not needed")
     with pytest.raises(NotWaitingError, match="is ended in 'cancelled'"):
         await approve(c, run.run_id, store=store, by="x")
