@@ -175,6 +175,7 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
+        self._trace: list[tuple[str, str]] | None = None
         self.views: dict[str, object] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
@@ -294,6 +295,8 @@ class CompiledChart:
         """Exited: the source and what it contains, plus every sub-chart host left through
         an exit. Entered: what is active afterwards and was not, or was exited on the way."""
         left = [t.source]
+        if t.trigger == EXIT:
+            left.append(t.source.rsplit(".", 1)[0])
         dest = t.dest
         while True:
             new_leaf = self.descend(dest)
@@ -371,26 +374,42 @@ class CompiledChart:
             if t.edge is not None and t.edge.guard is not None:
                 conds.append(lambda ev, t=t: bool(ev.kwargs["allow"](t)))
             m.add_transition(t.trigger, t.source, t.dest, conditions=conds)
+        for path in self.nodes:
+            state = m.get_state(path)
+            state.add_callback("enter", lambda ev, p=path: self._record("entered", p))
+            state.add_callback("exit", lambda ev, p=path: self._record("exited", p))
         return m
+
+    def _record(self, what: str, path: str) -> None:
+        if self._trace is not None:
+            self._trace.append((what, path))
 
     @cached_property
     def _holder(self) -> _Holder:
         return _Holder()
 
     def machine_fire(
-        self, leaf: str, trigger: str, allow: Callable[[Transition], bool]
+        self, leaf: str, trigger: str, allow: Callable[[Transition], bool],
+        trace: list[tuple[str, str]] | None = None,
     ) -> str | None:
-        """Ask the `transitions` machine itself (for the differential test and the floor)."""
+        """Ask the `transitions` machine itself (for the differential test and the floor).
+
+        With `trace`, the states the machine exits and enters are appended to it in order.
+        """
         m, h = self.machine, self._holder
         if trigger not in m.events:
             raise MachineError(f"Do not know event named '{trigger}'")
         with self._lock:
             m.set_state(leaf, model=h)
-            if not h.trigger(trigger, allow=allow):
-                return None
-            while EXIT in m.get_triggers(h.state):
-                h.trigger(EXIT, allow=allow)
-            return str(h.state)
+            self._trace = trace
+            try:
+                if not h.trigger(trigger, allow=allow):
+                    return None
+                while EXIT in m.get_triggers(h.state):
+                    h.trigger(EXIT, allow=allow)
+                return str(h.state)
+            finally:
+                self._trace = None
 
     @cached_property
     def _lock(self) -> threading.Lock:

@@ -102,6 +102,22 @@ def test_tables_and_machine_agree_on_every_leaf_trigger_and_guard_outcome(chart:
                 table = _outcome(cc.fire, leaf, trigger, allowed)
                 machine = _outcome(cc.machine_fire, leaf, trigger, allowed)
                 assert table == machine, (leaf, trigger, allowed)
+                if table[0] not in (None, "illegal"):
+                    _same_exits_and_entries(cc, leaf, trigger)
+
+
+def _same_exits_and_entries(cc: CompiledChart, leaf: str, trigger: str) -> None:
+    """The states a move exits and enters are the machine's, less the sub-chart terminals it
+    passes through (entered and exited again in the same move)."""
+    trace: list[tuple[str, str]] = []
+    cc.machine_fire(leaf, trigger, lambda _t: True, trace)
+    move = cc.fire(leaf, trigger, lambda _t: True)
+    assert move is not None
+    exited = [p for i, (w, p) in enumerate(trace)
+              if w == "exited" and ("entered", p) not in trace[:i]]
+    entered = [p for i, (w, p) in enumerate(trace)
+               if w == "entered" and ("exited", p) not in trace[i + 1:]]
+    assert (list(move.exited), list(move.entered)) == (exited, entered), (leaf, trigger, trace)
 
 
 @given(charts(OPTIONS))
