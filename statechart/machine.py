@@ -365,8 +365,16 @@ class CompiledChart:
     @cached_property
     def machine(self) -> _Machine:
         """The `transitions` machine this chart compiles to (one per chart, shared)."""
+        return self._build(self._holder, traced=False)
+
+    @cached_property
+    def _traced(self) -> _Machine:
+        """The same machine with enter/exit recorders, for the differential test only."""
+        return self._build(self._traced_holder, traced=True)
+
+    def _build(self, holder: _Holder, *, traced: bool) -> _Machine:
         m = _Machine(
-            model=self._holder, states=self._tree, initial=self.initial_leaf,
+            model=holder, states=self._tree, initial=self.initial_leaf,
             auto_transitions=False, send_event=True, model_attribute="state",
         )
         for t in self.transitions:
@@ -374,7 +382,7 @@ class CompiledChart:
             if t.edge is not None and t.edge.guard is not None:
                 conds.append(lambda ev, t=t: bool(ev.kwargs["allow"](t)))
             m.add_transition(t.trigger, t.source, t.dest, conditions=conds)
-        for path in self.nodes:
+        for path in self.nodes if traced else ():
             state = m.get_state(path)
             state.add_callback("enter", lambda ev, p=path: self._record("entered", p))
             state.add_callback("exit", lambda ev, p=path: self._record("exited", p))
@@ -388,6 +396,10 @@ class CompiledChart:
     def _holder(self) -> _Holder:
         return _Holder()
 
+    @cached_property
+    def _traced_holder(self) -> _Holder:
+        return _Holder()
+
     def machine_fire(
         self, leaf: str, trigger: str, allow: Callable[[Transition], bool],
         trace: list[tuple[str, str]] | None = None,
@@ -397,6 +409,8 @@ class CompiledChart:
         With `trace`, the states the machine exits and enters are appended to it in order.
         """
         m, h = self.machine, self._holder
+        if trace is not None:
+            m, h = self._traced, self._traced_holder
         if trigger not in m.events:
             raise MachineError(f"Do not know event named '{trigger}'")
         with self._lock:
