@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel
 from transitions import MachineError
 from transitions.extensions.nesting import HierarchicalMachine, NestedState
 
 from .budget import HARD_KINDS, Budget
 from .chart import CANCELLED, ESCALATED, EXHAUSTED, Chart, Edge, State
-from .errors import MissingBudgetError, UndeclaredFieldError
+from .validate import validate_root
 
 SUBSTATES = ("think", "act", "approve")
 INTERNAL = (
@@ -124,43 +123,12 @@ class Move:
     """The run's status once here: `running`, `waiting` (approval) or `ended`."""
 
 
-def _check_contexts(chart: Chart, root: type[BaseModel]) -> None:
-    """A run has one context (the root's type); sub-charts use fields of it, typed alike."""
-    for name, child in chart.children.items():
-        fields = child.context.model_fields
-        missing = sorted(set(fields) - set(root.model_fields))
-        if missing:
-            raise UndeclaredFieldError(
-                f"sub-chart '{child.name}' (state '{name}') uses context field(s) "
-                f"{', '.join(missing)} that root context {root.__name__} lacks; "
-                "declare them on the root context"
-            )
-        for field, info in fields.items():
-            if info.annotation != root.model_fields[field].annotation:
-                raise UndeclaredFieldError(
-                    f"sub-chart '{child.name}' (state '{name}') types context field '{field}' "
-                    f"as {info.annotation}, the root context as "
-                    f"{root.model_fields[field].annotation}; declare it with the same type"
-                )
-        _check_contexts(child, root)
-
-
 class CompiledChart:
     """A chart compiled for running: node index, machine, tables, budget levels."""
 
     def __init__(self, chart: Chart) -> None:
-        if chart.budget is None or chart.budget.max_steps is None:
-            raise MissingBudgetError(
-                f"root chart '{chart.name}' has no max_steps; give it "
-                "budget=Budget(max_steps=...) so every run is bounded"
-            )
-        if chart.state_map[chart.on_exhausted].kind != "terminal":
-            raise MissingBudgetError(
-                f"root chart '{chart.name}': on_exhausted='{chart.on_exhausted}' must be a "
-                "terminal state, or an exhausted run could not end"
-            )
+        validate_root(chart)
         self.chart = chart
-        _check_contexts(chart, chart.context)
         self.nodes: dict[str, Node] = {}
         self.transitions: list[Transition] = []
         self.levels: dict[str, Level] = {}
@@ -170,8 +138,8 @@ class CompiledChart:
         for path, node in self.nodes.items():
             if "." not in path and node.state is not None and node.state.kind != "terminal":
                 self.transitions.append(Transition(CANCEL, path, CANCELLED))
-        root_caps = chart.budget.caps()
-        self.levels[""] = Level("", root_caps, exhaust(""))
+        assert chart.budget is not None  # validate_root checked it
+        self.levels[""] = Level("", chart.budget.caps(), exhaust(""))
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))

@@ -6,11 +6,14 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from .chart import ESCALATED, EXHAUSTED, State
 from .errors import (
     ChartError,
     DuplicateStateError,
     MalformedStateNameError,
+    MissingBudgetError,
     NoExitError,
     NoTerminalStateError,
     ToolDefinitionError,
@@ -310,3 +313,39 @@ def _cycles(graph: dict[str, list[str]]) -> Iterator[list[str]]:
     for node in graph:
         if color[node] == 0:
             yield from visit(node)
+
+
+def validate_root(chart: Chart) -> None:
+    """What only a root chart must satisfy; checked when it is compiled to run."""
+    if chart.budget is None or chart.budget.max_steps is None:
+        raise MissingBudgetError(
+            f"root chart '{chart.name}' has no max_steps; give it "
+            "budget=Budget(max_steps=...) so every run is bounded"
+        )
+    if chart.state_map[chart.on_exhausted].kind != "terminal":
+        raise ChartError(
+            f"root chart '{chart.name}': on_exhausted='{chart.on_exhausted}' must be a "
+            "terminal state, or an exhausted run could not end"
+        )
+    _check_contexts(chart, chart.context)
+
+
+def _check_contexts(chart: Chart, root: type[BaseModel]) -> None:
+    """A run has one context (the root's type); sub-charts use fields of it, typed alike."""
+    for name, child in chart.children.items():
+        fields = child.context.model_fields
+        missing = sorted(set(fields) - set(root.model_fields))
+        if missing:
+            raise UndeclaredFieldError(
+                f"sub-chart '{child.name}' (state '{name}') uses context field(s) "
+                f"{', '.join(missing)} that root context {root.__name__} lacks; "
+                "declare them on the root context"
+            )
+        for field, info in fields.items():
+            if info.annotation != root.model_fields[field].annotation:
+                raise UndeclaredFieldError(
+                    f"sub-chart '{child.name}' (state '{name}') types context field '{field}' "
+                    f"as {info.annotation}, the root context as "
+                    f"{root.model_fields[field].annotation}; declare it with the same type"
+                )
+        _check_contexts(child, root)
