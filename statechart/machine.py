@@ -149,10 +149,22 @@ class CompiledChart:
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
         self._moves: dict[tuple[str, str, str], Move] = {}
-        self.table: dict[str, dict[str, Transition]] = {}
-        for t in self.transitions:
-            self.table.setdefault(t.source, {})[t.trigger] = t
         self.initial_leaf = self.descend(str(chart.initial))
+        self.table = self._read_tables()
+
+    def _read_tables(self) -> dict[str, dict[str, Transition]]:
+        """source -> trigger -> transition, read back out of the built `transitions` machine."""
+        ours = {(t.trigger, t.source, t.dest): t for t in self.transitions}
+        table: dict[str, dict[str, Transition]] = {}
+        for trigger, event in self.machine.events.items():
+            for source, found in event.transitions.items():
+                if len(found) != 1:
+                    raise RuntimeError(f"machine has {len(found)} '{trigger}' from '{source}'")
+                dest = str(found[0].dest)
+                table.setdefault(source, {})[trigger] = ours.pop((trigger, source, dest))
+        if ours:
+            raise RuntimeError(f"machine lacks compiled transitions {sorted(ours)[:3]}")
+        return table
 
     # -- building -------------------------------------------------------------
 
@@ -203,6 +215,7 @@ class CompiledChart:
             for target in {s.on_approve, s.on_reject}:
                 if target is not None and (s.name, target) not in declared:
                     self._add_edge(prefix, Edge(s.name, target))
+                    declared.add((s.name, target))
         if (s.name, ESCALATED) not in declared:
             self.transitions.append(Transition(go(prefix + ESCALATED), path, prefix + ESCALATED))
         budget: Budget | None = s.budget

@@ -213,11 +213,14 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
     move = cc.move(run.state, t)
     capped = _over_visits(cc, run, move)
     if capped is not None:
-        # Routing must not pass a visit cap: escalate in the capped state's chart instead.
-        t = cc.resolve(run.state, go(cc.nodes[capped].prefix + ESCALATED))
-        assert t is not None
-        move = cc.move(run.state, t)
+        # Routing must not pass a visit cap: escalate at the routed level instead, and if
+        # that passes a cap too, go to the root's target.
         note = f"; '{capped}' is at its max_visits"
+        for fallback in (go(cc.nodes[t.source].prefix + ESCALATED), exhaust("")):
+            t = cc.resolve(run.state, fallback) or t
+            move = cc.move(run.state, t)
+            if _over_visits(cc, run, move) is None:
+                break
     reason = f"budget exhausted at {which or 'root'}{note}; routed to '{move.leaf}'"
     delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
     return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
