@@ -126,3 +126,15 @@ async def test_cancel_ends_the_run_in_cancelled() -> None:
     assert rec.run.state == "cancelled" and rec.run.status == "ended"
     assert rec.run.reason == "cancelled: customer withdrew" and rec.run.pending == ()
     assert (await store.load(end.run_id)).state == "cancelled"
+
+
+async def test_an_approval_state_may_reject_to_escalated() -> None:
+    c = Chart("gate", budget=Budget(max_steps=5),
+              states=(State("check", kind="approval", on_approve="yes", on_reject="escalated"),
+                      State("yes", kind="terminal")))
+    assert [t.dest for t in c.compiled.transitions
+            if t.source == "check" and t.trigger == "go:escalated"] == ["escalated"]
+    store = MemoryStore()
+    run = await start(c, store=store, model=ScriptedModel([]))
+    rec = await reject(c, run.run_id, store=store, by="bo", reason="risky")
+    assert rec.run.state == "escalated" and rec.run.status == "ended"
