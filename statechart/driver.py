@@ -154,19 +154,22 @@ async def approve(
     edits: dict[str, Any] | None = None, clock: Clock = time.time,
 ) -> Step:
     """Record a human approval (optionally editing the pending call's arguments)."""
-    run = await store.load(run_id)
-    record = human.decide(chart.compiled, run, approved=True, by=by, note=note, edits=edits,
-                          now=clock())
-    await store.append(record)
-    return record
+    return await _decide(chart, run_id, store, True, by, note, edits, clock)
 
 
 async def reject(
     chart: Chart, run_id: str, *, store: Store, by: str, reason: str, clock: Clock = time.time,
 ) -> Step:
     """Record a human rejection; the model hears why (or the approval state's reject edge runs)."""
+    return await _decide(chart, run_id, store, False, by, reason, None, clock)
+
+
+async def _decide(
+    chart: Chart, run_id: str, store: Store, approved: bool, by: str, note: str,
+    edits: dict[str, Any] | None, clock: Clock,
+) -> Step:
     run = await store.load(run_id)
-    record = human.decide(chart.compiled, run, approved=False, by=by, note=reason, edits=None,
+    record = human.decide(chart.compiled, run, approved=approved, by=by, note=note, edits=edits,
                           now=clock())
     await store.append(record)
     return record

@@ -260,9 +260,8 @@ def _check_cycles(chart: Chart) -> None:
             for out in (s.on_approve, s.on_reject):
                 if out is not None and out in graph and out not in declared:
                     graph[s.name].append(out)
-    cycle = next(_cycles(graph), None)
-    if cycle:
-        path = " -> ".join([*cycle, cycle[0]])
+    path = _first_cycle(graph)
+    if path:
         raise UncappedCycleError(
             f"chart '{chart.name}': cycle {path} has no cap; set max_visits on one of its "
             "states or max_traversals on one of its edges"
@@ -286,13 +285,18 @@ def _check_exhaustion_targets(chart: Chart) -> None:
             )
         hops[s.name] = [target]
     graph = {name: [t for t in targets if t in hops] for name, targets in hops.items()}
-    cycle = next(_cycles(graph), None)
-    if cycle:
-        path = " -> ".join([*cycle, cycle[0]])
+    path = _first_cycle(graph)
+    if path:
         raise ChartError(
             f"chart '{chart.name}': exhaustion targets form a cycle {path}; a spent budget "
             "would route forever. Route one of them to a state without a budget"
         )
+
+
+def _first_cycle(graph: dict[str, list[str]]) -> str | None:
+    """The first cycle found, as `a -> b -> a`, or None."""
+    cycle = next(_cycles(graph), None)
+    return " -> ".join([*cycle, cycle[0]]) if cycle else None
 
 
 def _cycles(graph: dict[str, list[str]]) -> Iterator[list[str]]:
