@@ -8,6 +8,8 @@ the record of every transition after handing it to the store.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -16,14 +18,19 @@ from typing import Any
 
 import anyio
 
-from . import human
+from . import failpoints, human, lineage
+from . import resume as resuming_
 from .chart import Chart
-from .effects import CallModel, Ended, Memory, RunHandler, RunTool, Wait, plan
-from .errors import RunNotFoundError
+from .effects import CallModel, Ended, Memory, Reconciled, RunHandler, RunTool, Wait, plan
+from .errors import ConflictError, RunNotFoundError
+from .intents import open_call
+from .lineage import Migration
 from .models.base import Message, Model
+from .models.registry import from_spec
+from .moves import typed_context
 from .run import Run, Step, Visit
 from .step import advance
-from .store.base import Store
+from .store.base import DEFAULT_LEASE_TTL, Store
 
 Clock = Callable[[], float]
 
@@ -39,6 +46,7 @@ async def start(
     leaf = cc.initial_leaf
     entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
     owner, state = cc.owner_state(leaf)
+    await store.save_chart(chart.version, chart.describe())
     run = Run(
         run_id=run_id, chart=chart.name, chart_version=chart.version, model=model.spec,
         state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
@@ -71,6 +79,8 @@ class Session:
     transcript: list[Message] = field(default_factory=list)
     fingerprints: set[str] = field(default_factory=set)
     carry: _Carry = field(default_factory=_Carry)
+    in_doubt: str | None = None
+    """Id of an open intent a killed driver left behind (settled by its retry policy)."""
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""
@@ -93,7 +103,7 @@ async def step(
     """
     cc = chart.compiled
     started = time.monotonic()
-    memory = Memory(session.transcript, session.fingerprints)
+    memory = Memory(session.transcript, session.fingerprints, session.in_doubt)
     effect = plan(cc, run, memory)
     if isinstance(effect, (Wait, Ended)):
         return None
@@ -107,7 +117,13 @@ async def _perform(effect: Any, model: Model) -> Any:
         if isinstance(effect, CallModel):
             return await model.complete(effect.request)
         if isinstance(effect, RunTool):
-            return await effect.tool.invoke(effect.parsed, effect.key)
+            if effect.doubt == "reconcile":
+                found = await effect.tool.reconciled(effect.parsed, effect.key)
+                if found is not None:
+                    return Reconciled(found)
+            out = await effect.tool.invoke(effect.parsed, effect.key)
+            failpoints.hit("tool.returned")
+            return out
         if isinstance(effect, RunHandler):
             assert effect.state.handler is not None
             return await effect.state.handler(effect.context)
@@ -118,35 +134,144 @@ async def _perform(effect: Any, model: Model) -> Any:
 
 async def drive(
     chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
+    holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL, resuming: bool = False,
+    migrate: Migration | None = None,
 ) -> AsyncIterator[Step]:
-    """Step the run until it waits or ends, storing and yielding each transition's record."""
-    if isinstance(run, str):
-        run = await store.load(run)
-    session = await load_session(store, run)
-    while True:
-        record = await step(chart, run, model=model, session=session, clock=clock)
-        if record is None:
-            return
-        await store.append(record)
-        session.absorb(run, record)
-        run = record.run
-        yield record
+    """Step the run until it waits or ends, storing and yielding each transition's record.
+
+    Holds the run's lease throughout (`LeaseHeldError` if another driver has it). If the
+    last holder never released it, an open intent is settled by its tool's retry policy.
+    With `resuming`, the current state's `on_resume` refresh and entering guard run first.
+    Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
+    """
+    run_id = run if isinstance(run, str) else run.run_id
+    lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
+    in_flight = False
+    try:
+        run = await store.load(run_id)
+        pre: list[Step] = []
+        migrated = await lineage.checked_version(chart, run, store, migrate, clock())
+        if migrated is not None:
+            pre.append(migrated)
+        current = migrated.run if migrated is not None else run
+        if resuming:
+            refreshed = await _refresh(chart, current, store, clock)
+            if refreshed is not None:
+                pre.append(refreshed)
+        for record in pre:
+            await store.append(record, lease)
+            run = record.run
+            yield record
+        session = await load_session(store, run)
+        head = open_call(run)
+        if lease.took_over and head is not None and run.state.endswith(".act"):
+            session.in_doubt = head.call.id
+        while True:
+            in_flight = run.state.endswith(".act")
+            found = await step(chart, run, model=model, session=session, clock=clock)
+            if found is None:
+                in_flight = False
+                return
+            record = found
+            try:
+                await store.append(record, lease)
+            except ConflictError:
+                latest = await store.load(run_id)
+                if latest.status == "ended":  # cancelled meanwhile: the result is dropped
+                    return
+                raise
+            if record.opened is not None:
+                failpoints.hit("intent.recorded")
+            in_flight = False
+            session.absorb(run, record)
+            session.in_doubt = None
+            run = record.run
+            yield record
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.release(lease, clean=not in_flight)
+
+
+def default_holder() -> str:
+    """A lease holder name that says which process holds it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def _refresh(chart: Chart, run: Run, store: Store, clock: Clock) -> Step | None:
+    """On resume: the state's `on_resume` patch, then the guard of the edge that entered it."""
+    if run.status != "running":
+        return None
+    cc = chart.compiled
+    owner, state = cc.owner_state(run.state)
+    patch: dict[str, Any] = {}
+    problem = None
+    if state.on_resume is not None:
+        try:
+            found = await state.on_resume(typed_context(cc, owner, run.context))
+            patch = dict(found or {})
+        except Exception as exc:
+            problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"
+    if problem is None:
+        entering = await _entering_edge(store, run, owner)
+        problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)
+    if state.on_resume is None and problem is None:
+        return None
+    return resuming_.refreshed(cc, run, patch, problem, now=clock())
+
+
+async def _entering_edge(store: Store, run: Run, owner: str) -> str | None:
+    after = run.visit.seq - 1 if run.visit is not None and run.visit.state == owner else 0
+    for event in reversed(await store.events(run.run_id, after=max(after, 0))):
+        if owner in event.entered:
+            return event.edge
+    return None
 
 
 async def load_session(store: Store, run: Run) -> Session:
     """Rebuild what `drive` keeps in memory from the store (on start and on resume)."""
-    transcript = await store.transcript(run.run_id, run.visit.seq) if run.visit else []
-    return Session(transcript=transcript, fingerprints=await store.fingerprints(run.run_id))
+    transcript = await lineage.visit_transcript(store, run) if run.visit else []
+    return Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
 
 
 async def run_to_end(
     chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
+    holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> Run:
     """Drive until the run waits for a human or ends; return the last snapshot."""
     last = run if isinstance(run, Run) else await store.load(run)
-    async for record in drive(chart, last, store=store, model=model, clock=clock):
+    async for record in drive(chart, last, store=store, model=model, clock=clock, holder=holder,
+                              lease_ttl=lease_ttl):
         last = record.run
     return last
+
+
+async def resume(
+    chart: Chart, run_id: str, *, store: Store, model: Model | None = None,
+    migrate: Migration | None = None, clock: Clock = time.time, holder: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+) -> Run:
+    """Continue a stored run from its exact state until it waits or ends.
+
+    Uses the model the run recorded unless `model` is given; refuses a run stored under
+    another chart version unless `migrate` maps it; runs `on_resume` and the entering guard.
+    """
+    last = await store.load(run_id)
+    model = model or from_spec(last.model, run_id)
+    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
+                              holder=holder, lease_ttl=lease_ttl, resuming=True,
+                              migrate=migrate):
+        last = record.run
+    return await store.load(run_id) if last.run_id != run_id else last
+
+
+async def fork(
+    chart: Chart, run_id: str, at_seq: int, *, store: Store, new_run_id: str | None = None,
+    clock: Clock = time.time,
+) -> Run:
+    """Start a new run from the state `run_id` had after event `at_seq` (rebuilt from the
+    log), keeping its lineage root; drive it on with `resume` or `run_to_end`."""
+    return await lineage.fork(chart, run_id, at_seq, store=store, now=clock(),
+                              new_run_id=new_run_id)
 
 
 async def approve(
@@ -176,13 +301,19 @@ async def _decide(
 
 
 async def cancel(
-    chart: Chart, run_id: str, *, store: Store, reason: str, clock: Clock = time.time,
+    chart: Chart, run_id: str, *, store: Store, reason: str, by: str = "",
+    clock: Clock = time.time,
 ) -> Step:
-    """End the run in `cancelled`."""
-    run = await store.load(run_id)
-    record = human.cancel(chart.compiled, run, reason=reason, now=clock())
-    await store.append(record)
-    return record
+    """End the run in `cancelled`, even while another process drives it."""
+    for _ in range(20):
+        run = await store.load(run_id)
+        record = human.cancel(chart.compiled, run, reason=reason, now=clock(), by=by)
+        try:
+            await store.append(record)
+        except ConflictError:  # the driver appended first: cancel from its new state
+            continue
+        return record
+    raise ConflictError(f"run {run_id} kept advancing while cancelling; try again")
 
 
 def run_sync(

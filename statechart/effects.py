@@ -7,7 +7,6 @@ It never awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from .budget import ZERO, Spent, spent_of
 from .chart import State
+from .intents import idempotency_key
 from .machine import CompiledChart
 from .models.base import Message, Request, ToolCall
 from .moves import typed_context
@@ -46,6 +46,15 @@ class RunTool:
     key: str | None
     parsed: BaseModel
     """The same arguments, typed: what the tool is called with."""
+    doubt: str | None = None
+    """Set when a killed driver may have started this call: the retry policy settling it."""
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """A reconcile hook's report that an interrupted call had in fact run, with its result."""
+
+    value: Any
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class Memory:
 
     transcript: Sequence[Message] = ()
     fingerprints: frozenset[str] | set[str] = field(default_factory=frozenset)
+    in_doubt: str | None = None
+    """Id of the open intent a killed driver left behind: it may have run."""
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -190,10 +201,16 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
             f"tool '{tool.name}' already ran with these arguments; its result is above. "
             "Do not repeat a call; change the arguments or move on",
         )
+    doubt = tool.retry if memory.in_doubt == call.id else None
+    if doubt == "never":
+        return Decide("ask", (
+            f"tool '{tool.name}' may have run before its driver stopped (intent recorded, "
+            f"no result; retry='never'): check its effect outside, then approve to run it "
+            f"again or reject to skip it"))
     if tool.needs_approval and queued.approved_by is None:
         return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
-    key = idempotency_key(run, tool, fp) if tool.retry == "keyed" else None
-    return RunTool(call, tool, args, fp, key, parsed)
+    key = queued.key or idempotency_key(run, tool, fp)
+    return RunTool(call, tool, args, fp, key, parsed, doubt)
 
 
 def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
@@ -206,16 +223,6 @@ def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
     if not isinstance(value, dict):
         return f"arguments of '{call.name}' must be a JSON object"
     return value
-
-
-def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
-    """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
-    assert run.visit is not None
-    occurrence = ""
-    if tool.repeatable:
-        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{run.visit.calls.get(tool.name, 0)}"
-    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 # -- advance ------------------------------------------------------------------------------

@@ -73,3 +73,27 @@ class ConflictError(RunError):
 
 class ModelError(StatechartError):
     """A model adapter could not produce a reply (no scripted reply left, a failed call)."""
+
+
+class LeaseHeldError(RunError):
+    """Another driver holds the run's lease and it has not expired."""
+
+
+class LeaseLostError(RunError):
+    """This driver's lease expired and another driver took the run over."""
+
+
+class ChartChangedError(RunError):
+    """The stored run was started on a different version of its chart."""
+
+
+class StoreError(StatechartError):
+    """The store's contents cannot be used as they are."""
+
+
+class CorruptRowError(StoreError):
+    """A stored row is truncated or does not parse; nothing was changed."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer schema than this package knows."""

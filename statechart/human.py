@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .budget import ZERO
@@ -42,8 +43,8 @@ def decide(
     if isinstance(move, str):
         waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
         return commit(cc, waiting, None, now, ZERO, trigger=verb, actor="human",
-                       reason=reason, refused=move)
-    return commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason)
+                       reason=reason, refused=move, by=by)
+    return commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason, by=by)
 
 
 def _decide_call(
@@ -55,20 +56,21 @@ def _decide_call(
     if approved:
         if edits:
             call = _edited(cc, run, call, edits)
-        run = run.model_copy(update={
-            "pending": (QueuedCall(call=call, approved_by=by),), "status": "running", "reason": "",
-        })
+        # An edit makes a new call: its intent is recorded again under a new key.
+        queued = QueuedCall(call=call, approved_by=by, key=None if edits else head.key)
+        run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
         t = cc.resolve(run.state, "approved")
         assert t is not None
         return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
-                       actor="human", reason=reason, call=call,
+                       actor="human", reason=reason, call=call, by=by,
                        result=f"edited arguments: {edits}" if edits else None)
     msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
     t = cc.resolve(run.state, "rejected")
     assert t is not None
     return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected",
-                   actor="human", reason=reason, call=call, result=msg.content, delta=(msg,))
+                   actor="human", reason=reason, call=call, result=msg.content, delta=(msg,),
+                   by=by)
 
 
 def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) -> ToolCall:
@@ -88,7 +90,7 @@ def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) 
     return call.model_copy(update={"arguments": arguments})
 
 
-def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
+def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float, by: str = "") -> Step:
     """End a run in `cancelled` from wherever it is."""
     if run.status == "ended":
         raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
@@ -102,6 +104,7 @@ def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float) -> Step:
         for i, q in enumerate(run.pending)
     )
     step = commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
-                  reason=reason, delta=delta, update={"pending": ()})
+                  reason=reason, delta=delta, update={"pending": ()}, keep_open=in_flight,
+                  by=by or None)
     ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
-    return type(step)(ended, step.event, step.delta)
+    return replace(step, run=ended)

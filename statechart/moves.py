@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from .budget import ZERO, Spent
 from .chart import Facts
+from .intents import track
 from .machine import CompiledChart, Move, Transition
 from .models.base import Message
 from .run import Actor, Event, Run, Step, Visit, build, evolve
@@ -45,7 +46,7 @@ def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -
             return (f"edge {t.key} was already taken {taken} time(s) "
                     f"(max_traversals={edge.max_traversals}); choose another target")
     if edge is not None and edge.guard is not None:
-        refusal = _check_guard(cc, run, t, patch)
+        refusal = check_guard(cc, run, t, patch)
         if refusal is not None:
             return refusal
     move = cc.move(run.state, t)
@@ -66,7 +67,8 @@ def _targets(cc: CompiledChart, leaf: str) -> list[str]:
             if t.trigger.startswith("go:")]
 
 
-def _check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
+def check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
+    """Why the guard of `t`'s edge refuses the move with `patch` applied, or None."""
     assert t.edge is not None and t.edge.guard is not None
     try:
         context = typed_context(cc, t.source, {**run.context, **patch})
@@ -115,9 +117,10 @@ def _problems(exc: ValidationError) -> str:
 def commit(
     cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
     trigger: str, actor: Actor, delta: tuple[Message, ...] = (),
-    update: dict[str, Any] | None = None, **fields: Any,
+    update: dict[str, Any] | None = None, keep_open: bool = False, **fields: Any,
 ) -> Step:
-    """The next run and its event: charge the ledger, count visits, apply the patch."""
+    """The next run and its event: charge the ledger, count visits, apply the patch,
+    and record the intent of the call this step leaves next to run."""
     seq = run.seq + 1
     update = {**update, "seq": seq} if update else {"seq": seq}
     if run.routed and usage.steps:
@@ -134,6 +137,11 @@ def commit(
     if move is not None:
         update.update(_entering(cc, run, move, seq))
         fields["entered"], fields["exited"] = move.entered, move.exited
+        if move.transition.edge is not None:
+            fields["edge"] = move.transition.key
+    after, opened, closed = track(cc, run, evolve(run, update), seq, keep_open=keep_open)
+    if opened is not None:
+        fields["intent"], fields["key"] = opened.call.id, opened.key
     values = {
         **fields,
         "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
@@ -142,7 +150,7 @@ def commit(
         "delta": len(delta),
     }
     event = build(Event, values)
-    return Step(evolve(run, update), event, delta)
+    return Step(after, event, delta, opened, closed)
 
 
 def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:

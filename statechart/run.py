@@ -69,6 +69,28 @@ class QueuedCall(BaseModel):
     call: ToolCall
     approved_by: str | None = None
     """Set once a human approved this call; it then runs without asking again."""
+    key: str | None = None
+    """Idempotency key, fixed when the call's intent was recorded; never recomputed."""
+
+
+class Intent(BaseModel):
+    """A tool call recorded as about to run, before it runs; completed once it left the queue.
+
+    The event that records an intent is the one that leaves the call at the head of the
+    queue in `act`; `key` is written with it and handed to keyed tools and reconcile hooks.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    call: ToolCall
+    state: str
+    """Path of the model state the call belongs to."""
+    seq: int
+    """Seq of the event that recorded the intent."""
+    key: str | None = None
+    completed: bool = False
+    """True once the call left the queue: it ran, or was refused, rejected or dropped."""
+    completed_seq: int | None = None
 
 
 class Visit(BaseModel):
@@ -163,6 +185,14 @@ class Event(BaseModel):
     exited: tuple[str, ...] = ()
     exhausted: str | None = None
     """`level:kind` of the budget or cap that forced this move."""
+    edge: str | None = None
+    """`source->target` (full paths) of the user edge this move took, if it took one."""
+    intent: str | None = None
+    """Id of the call whose intent this event records (the row *is* the intent)."""
+    key: str | None = None
+    """The idempotency key recorded with that intent."""
+    by: str | None = None
+    """Who decided, for human events."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +202,12 @@ class Step:
     run: Run
     event: Event
     delta: tuple[Message, ...] = ()
+    opened: Intent | None = None
+    """The intent this step recorded (or re-recorded with edited arguments)."""
+    closed: tuple[str, ...] = ()
+    """Ids of calls whose intents this step completed."""
+    base: bool = False
+    """The run after this step is stored whole: replay starts here (a migration)."""
 
     @property
     def refused(self) -> str | None:

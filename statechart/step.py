@@ -19,6 +19,7 @@ from .effects import (
     Decide,
     Effect,
     Memory,
+    Reconciled,
     RunHandler,
     RunTool,
     parse_arguments,
@@ -53,7 +54,7 @@ def advance(
         if effect.what == "ask":
             return _ask(cc, run, effect.detail, now, wall)
         if effect.what == "escalate":
-            return _escalate(cc, run, effect.detail, now, ONE_STEP + wall, actor="system",
+            return escalate(cc, run, effect.detail, now, ONE_STEP + wall, actor="system",
                              error=effect.detail)
     raise ValueError(f"no transition follows effect {effect!r}")
 
@@ -65,7 +66,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         run = run.model_copy(update={"visit": visit})
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
-        return _escalate(cc, run, reason, now, usage, actor="system", error=repr(outcome))
+        return escalate(cc, run, reason, now, usage, actor="system", error=repr(outcome))
     reply: Reply = outcome
     u = reply.usage
     usage = Spent(
@@ -98,6 +99,13 @@ def _after_tool(
     assert run.visit is not None
     tool = effect.tool
     error = None
+    reason = ""
+    if effect.doubt is not None:
+        reason = f"settled an interrupted call (retry='{effect.doubt}'): " + (
+            "the reconcile hook reported that it had run" if isinstance(outcome, Reconciled)
+            else "it ran again" + (" under its recorded key" if effect.doubt == "keyed" else ""))
+    if isinstance(outcome, Reconciled):
+        outcome = outcome.value
     if isinstance(outcome, BaseException):
         error = f"{type(outcome).__name__}: {outcome}"
         text = f"error: tool '{tool.name}' failed: {error}"
@@ -114,7 +122,7 @@ def _after_tool(
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
-                  call=effect.call, result=text, error=error, fingerprint=ran,
+                  call=effect.call, result=text, error=error, fingerprint=ran, reason=reason,
                   delta=(msg,), update={"visit": visit, "pending": pending})
 
 
@@ -174,19 +182,19 @@ def _after_handler(
     here = run.state
     if isinstance(outcome, BaseException):
         why = f"handler of code state '{here}' raised {type(outcome).__name__}: {outcome}"
-        return _escalate(cc, run, why, now, usage, actor="code", error=why)
+        return escalate(cc, run, why, now, usage, actor="code", error=why)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
     if not (isinstance(decision, Decision) and isinstance(decision.target, str)
             and isinstance(decision.reason, str) and isinstance(decision.patch, Mapping)):
         why = (f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
                "the name of a target state")
-        return _escalate(cc, run, why, now, usage, actor="code", error=why)
+        return escalate(cc, run, why, now, usage, actor="code", error=why)
     patch, problem = _validate_patch(cc, here, run, effect.state, dict(decision.patch))
     if problem is None:
         move = try_move(cc, run, go(cc.nodes[here].prefix + decision.target), patch)
         problem = move if isinstance(move, str) else None
     if problem is not None:
-        return _escalate(cc, run, problem, now, usage, actor="code", refused=problem)
+        return escalate(cc, run, problem, now, usage, actor="code", refused=problem)
     assert isinstance(move, Move)
     return commit(cc, run, move, now, usage, trigger=move.transition.trigger, actor="code",
                    reason=decision.reason, patch=patch)
@@ -238,7 +246,7 @@ def _over_visits(cc: CompiledChart, run: Run, move: Move) -> str | None:
     return None
 
 
-def _escalate(
+def escalate(
     cc: CompiledChart, run: Run, why: str, now: float, usage: Spent, *, actor: Actor,
     error: str | None = None, refused: str | None = None,
 ) -> Step:

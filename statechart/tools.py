@@ -71,6 +71,20 @@ class Tool:
         return out
 
 
+    async def reconciled(self, arguments: BaseModel, key: str | None) -> Any:
+        """Ask the reconcile hook about an interrupted call: its result if it ran, else None.
+
+        The hook takes the tool's arguments (and `idempotency_key=` if it names one)."""
+        assert self.reconcile is not None, self.name
+        kwargs = {name: getattr(arguments, name) for name in self.args_model.model_fields}
+        if KEY_PARAMETER in inspect.signature(self.reconcile).parameters:
+            kwargs[KEY_PARAMETER] = key
+        out = self.reconcile(**kwargs)
+        if inspect.isawaitable(out):
+            out = await out
+        return out
+
+
 class ToolArgumentsError(ValueError):
     """Arguments that do not fit a tool's schema; the message goes back to the model."""
 

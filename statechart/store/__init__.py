@@ -1,6 +1,8 @@
-"""Stores: the `Store` port and its in-memory implementation."""
+"""Stores: the `Store` port and its in-memory and SQLite implementations."""
 
-from .base import Intent, Store
+from ..run import Intent
+from .base import DEFAULT_LEASE_TTL, Lease, Store
 from .memory import MemoryStore
+from .sqlite import SQLiteStore
 
-__all__ = ["Intent", "MemoryStore", "Store"]
+__all__ = ["DEFAULT_LEASE_TTL", "Intent", "Lease", "MemoryStore", "SQLiteStore", "Store"]

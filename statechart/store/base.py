@@ -7,26 +7,27 @@ snapshot and the transcript delta, atomically, fenced by `UNIQUE(run_id, seq)`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from ..models.base import Message
+from ..run import Event, Intent, Run, Status, Step
 
-from ..models.base import Message, ToolCall
-from ..run import Event, Run, Status, Step
+DEFAULT_LEASE_TTL = 60.0
+"""Seconds a driver's lease lasts unless renewed; it must exceed the longest single call."""
 
 
-class Intent(BaseModel):
-    """A tool call that was recorded as about to run; `completed` once its result is in."""
+@dataclass(frozen=True)
+class Lease:
+    """The right to drive one run, held by one driver until released or expired."""
 
-    model_config = ConfigDict(frozen=True)
-
-    call: ToolCall
-    state: str
-    seq: int
-    """Seq of the event that recorded the intent."""
-    completed: bool = False
-    """True once the call left the queue: it ran, or was refused, rejected or dropped."""
+    run_id: str
+    holder: str
+    ttl: float
+    took_over: bool = False
+    """The previous holder never released it (killed or interrupted mid-call): an open
+    intent may have started, so it is settled by the tool's retry policy."""
+    previous: str | None = None
 
 
 @runtime_checkable
@@ -37,12 +38,35 @@ class Store(Protocol):
         """Store a new run's first snapshot (seq 0); raises `ConflictError` if the id exists."""
         ...
 
-    async def append(self, step: Step) -> None:
-        """Append `step.event`, replace the snapshot with `step.run` and add `step.delta`.
+    async def append(self, step: Step, lease: Lease | None = None) -> None:
+        """Append `step.event`, replace the snapshot with `step.run`, add `step.delta`,
+        record `step.opened` and complete `step.closed` intents.
 
         One transaction. Raises `ConflictError` when the run already has an event at
-        that seq (another writer got there first) and changes nothing.
+        that seq (another writer got there first), `LeaseLostError` when `lease` is no
+        longer held; either way nothing changes. With a lease, the append renews it.
         """
+        ...
+
+    async def base(self, run_id: str, at: int | None = None) -> Run:
+        """The last whole snapshot stored at or before seq `at` (the run's first, or a
+        migration): replaying the events after it rebuilds the run."""
+        ...
+
+    async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+        """Take the run's lease; raises `LeaseHeldError` while another holder's is live."""
+        ...
+
+    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+        """Give the lease back; `clean=False` says a call may have been in flight."""
+        ...
+
+    async def save_chart(self, version: str, description: str) -> None:
+        """Remember a chart version's structure, so a changed chart can be explained."""
+        ...
+
+    async def chart_description(self, version: str) -> str | None:
+        """The structure stored for `version`, if any."""
         ...
 
     async def load(self, run_id: str) -> Run:
@@ -66,33 +90,5 @@ class Store(Protocol):
         ...
 
     async def intents(self, run_id: str) -> list[Intent]:
-        """Tool calls recorded as about to run, with whether each completed."""
+        """Tool calls recorded as about to run, with whether each completed, in order."""
         ...
-
-
-def intents_of(events: Sequence[Event], runs_after: Sequence[Run]) -> list[Intent]:
-    """Intents as a fold: a tool call becomes an intent when a step leaves it next to run in
-    `act`; it completes when it leaves the queue (it ran, or was refused, rejected, dropped).
-    A cancel that lands while the call may be running leaves its intent open."""
-    out: list[Intent] = []
-    open_: dict[str, int] = {}  # call id -> index in `out` of its open intent
-    before: Run | None = None
-    for event, run in zip(events, runs_after, strict=True):
-        queued = {q.call.id for q in run.pending}
-        in_flight = event.trigger == "cancel" and before is not None and before.state.endswith(
-            ".act")
-        head_id = before.pending[0].call.id if in_flight and before and before.pending else None
-        for call_id, i in list(open_.items()):
-            if call_id not in queued and call_id != head_id:
-                out[i] = out[i].model_copy(update={"completed": True})
-                del open_[call_id]
-        if run.state.endswith(".act") and run.pending:
-            head = run.pending[0].call
-            if head.name != "next_state":
-                if head.id not in open_:
-                    open_[head.id] = len(out)
-                    out.append(Intent(call=head, state=run.state, seq=event.seq))
-                elif out[open_[head.id]].call != head:  # an approval edited its arguments
-                    out[open_[head.id]] = out[open_[head.id]].model_copy(update={"call": head})
-        before = run
-    return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from ..errors import ConflictError, RunNotFoundError
+import time
+
+from ..errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from ..models.base import Message
-from ..run import Event, Run, Status, Step
-from .base import Intent, intents_of
+from ..run import Event, Intent, Run, Status, Step
+from .base import DEFAULT_LEASE_TTL, Lease
 
 
 class MemoryStore:
@@ -13,20 +15,24 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}
+        self._bases: dict[str, list[Run]] = {}
         self._events: dict[str, list[Event]] = {}
-        self._after: dict[str, list[Run]] = {}
         self._transcripts: dict[tuple[str, int], list[Message]] = {}
         self._fingerprints: dict[str, set[str]] = {}
+        self._intents: dict[str, dict[str, Intent]] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+        self._charts: dict[str, str] = {}
 
     async def create(self, run: Run) -> None:
         if run.run_id in self._runs:
             raise ConflictError(f"run {run.run_id} already exists; choose another run id")
         self._runs[run.run_id] = run
+        self._bases[run.run_id] = [run]
         self._events[run.run_id] = []
-        self._after[run.run_id] = []
         self._fingerprints[run.run_id] = set()
+        self._intents[run.run_id] = {}
 
-    async def append(self, step: Step) -> None:
+    async def append(self, step: Step, lease: Lease | None = None) -> None:
         event = step.event
         run_id = event.run_id
         current = self._runs.get(run_id)
@@ -37,19 +43,41 @@ class MemoryStore:
                 f"run {run_id} already has event {event.seq} (stored seq is {current.seq}); "
                 "another writer advanced it: reload the run"
             )
+        if lease is not None:
+            held = self._leases.get(run_id)
+            if held is None or held[0] != lease.holder:
+                raise LeaseLostError(
+                    f"driver {lease.holder} lost the lease of run {run_id} to "
+                    f"{held[0] if held else 'nobody'}; stop driving it"
+                )
+            self._leases[run_id] = (lease.holder, time.time() + lease.ttl)
         self._events[run_id].append(event)
-        self._after[run_id].append(step.run)
         self._runs[run_id] = step.run
+        if step.base:
+            self._bases[run_id].append(step.run)
         if step.delta and event.visit is not None:
             self._transcripts.setdefault((run_id, event.visit), []).extend(step.delta)
         if event.fingerprint is not None:
             self._fingerprints[run_id].add(event.fingerprint)
+        intents = self._intents[run_id]
+        for call_id in step.closed:
+            if call_id in intents:
+                intents[call_id] = intents[call_id].model_copy(
+                    update={"completed": True, "completed_seq": event.seq})
+        if step.opened is not None:
+            intents.pop(step.opened.call.id, None)
+            intents[step.opened.call.id] = step.opened
 
     async def load(self, run_id: str) -> Run:
         try:
             return self._runs[run_id]
         except KeyError:
             raise RunNotFoundError(f"no run {run_id} in this store") from None
+
+    async def base(self, run_id: str, at: int | None = None) -> Run:
+        await self.load(run_id)
+        found = [b for b in self._bases[run_id] if at is None or b.seq <= at]
+        return found[-1]
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         return [
@@ -70,4 +98,32 @@ class MemoryStore:
 
     async def intents(self, run_id: str) -> list[Intent]:
         await self.load(run_id)
-        return intents_of(self._events[run_id], self._after[run_id])
+        return sorted(self._intents[run_id].values(), key=lambda i: i.seq)
+
+    async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+        await self.load(run_id)
+        now = time.time()
+        held = self._leases.get(run_id)
+        if held is not None and held[0] != holder and held[1] > now:
+            raise LeaseHeldError(
+                f"run {run_id} is being driven by {held[0]} (lease expires in "
+                f"{held[1] - now:.1f} s); wait for it, or cancel the run"
+            )
+        self._leases[run_id] = (holder, now + ttl)
+        previous = held[0] if held is not None and held[0] != holder else None
+        return Lease(run_id, holder, ttl, took_over=previous is not None, previous=previous)
+
+    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+        held = self._leases.get(lease.run_id)
+        if held is None or held[0] != lease.holder:
+            return
+        if clean:
+            del self._leases[lease.run_id]
+        else:
+            self._leases[lease.run_id] = (lease.holder, 0.0)
+
+    async def save_chart(self, version: str, description: str) -> None:
+        self._charts.setdefault(version, description)
+
+    async def chart_description(self, version: str) -> str | None:
+        return self._charts.get(version)

@@ -1,0 +1,81 @@
+"""Intents: a tool call recorded, with its idempotency key, before it runs.
+
+A call becomes an intent when a step leaves it at the head of the queue in
+`act`; the event of that step *is* the intent row. It completes when the call
+leaves the queue (it ran, or was refused, rejected or dropped). On resume, an
+intent left open by a driver that never released its lease is settled by the
+tool's retry policy (see `docs/persistence.md`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .machine import CompiledChart
+from .models.base import ToolCall
+from .run import Intent, QueuedCall, Run, evolve
+from .tools import Tool, ToolArgumentsError, fingerprint
+
+NEXT_STATE = "next_state"
+
+
+def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
+    """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
+    assert run.visit is not None
+    occurrence = ""
+    if tool.repeatable:
+        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{run.visit.calls.get(tool.name, 0)}"
+    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def open_call(run: Run) -> QueuedCall | None:
+    """The queued call whose intent is open (recorded and not completed), if any."""
+    if run.pending and run.pending[0].key is not None:
+        return run.pending[0]
+    return None
+
+
+def track(
+    cc: CompiledChart, before: Run, after: Run, seq: int, *, keep_open: bool = False,
+) -> tuple[Run, Intent | None, tuple[str, ...]]:
+    """The run with the new head's key recorded, the intent opened and the ones closed."""
+    was = open_call(before)
+    head = after.pending[0] if after.pending else None
+    opened = None
+    visit = after.visit
+    if (head is not None and head.key is None and after.state.endswith(".act")
+            and head.call.name != NEXT_STATE and visit is not None):
+        key = _key_for(cc, after, head.call)
+        if key is not None:
+            head = evolve(head, {"key": key})
+            after = evolve(after, {"pending": (head, *after.pending[1:])})
+            opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
+    closed: tuple[str, ...] = ()
+    if was is not None and not keep_open and (head is None or head.call.id != was.call.id):
+        closed = (was.call.id,)
+    return after, opened, closed
+
+
+def _key_for(cc: CompiledChart, run: Run, call: ToolCall) -> str | None:
+    """The key of a call that can run: a known tool with arguments that fit."""
+    assert run.visit is not None
+    state = cc.nodes[run.visit.state].state
+    tool = state.tool_map.get(call.name) if state is not None else None
+    if tool is None:
+        return None
+    arguments: Any = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    try:
+        values = tool.validate(arguments)
+    except ToolArgumentsError:
+        return None
+    return idempotency_key(run, tool, fingerprint(tool.name, values))

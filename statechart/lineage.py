@@ -1,0 +1,136 @@
+"""Lineage: chart versions and migrations, forks, and what a fork inherits from its parent.
+
+A fork is a new run whose base is the parent's state after event `at_seq`,
+rebuilt from the log. It keeps the parent's lineage root (so idempotency keys
+match) and reads the transcript and executed calls from before the fork point
+out of its parents instead of copying them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import uuid
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from .chart import Chart
+from .errors import ChartChangedError, RunError
+from .models.base import Message
+from .replay import replay
+from .run import Event, Run, Step, evolve
+from .store.base import Store
+
+Migration = Callable[[Run], Run]
+"""Maps a run stored under an older chart version onto the current chart."""
+
+
+def describe_change(old: str | None, new: str, limit: int = 6) -> str:
+    """The lines of the chart structure that differ, or why they cannot be shown."""
+    if old is None:
+        return "the old structure was not stored, so the difference cannot be shown"
+    lines = [
+        line for line in difflib.ndiff(old.splitlines(), new.splitlines())
+        if line[:2] in ("- ", "+ ")
+    ]
+    shown = "; ".join(line.strip() for line in lines[:limit])
+    more = f"; and {len(lines) - limit} more" if len(lines) > limit else ""
+    return (shown + more) or "only the hash differs"
+
+
+async def checked_version(
+    chart: Chart, run: Run, store: Store, migrate: Migration | None, now: float,
+) -> Step | None:
+    """Nothing when `run` was stored under `chart`'s version; else the migration's step."""
+    if run.chart_version == chart.version:
+        return None
+    change = describe_change(await store.chart_description(run.chart_version), chart.describe())
+    where = (f"run {run.run_id} was stored under chart '{run.chart}' version "
+             f"{run.chart_version}, but this chart '{chart.name}' is version {chart.version}")
+    if migrate is None:
+        raise ChartChangedError(
+            f"{where}. Changed: {change}. Resume it with the chart it started on, or pass "
+            "migrate= a function that maps the stored run onto this chart")
+    migrated = migrate(run)
+    cc = chart.compiled
+    problem = None
+    if not isinstance(migrated, Run) or migrated.run_id != run.run_id:
+        problem = "the migration must return the same run (same run_id)"
+    elif migrated.state not in cc.nodes or cc.descend(migrated.state) != migrated.state:
+        problem = f"the migrated state '{migrated.state}' is not a leaf of the new chart"
+    else:
+        try:
+            chart.context.model_validate(migrated.context)
+        except ValidationError as exc:
+            problem = f"the migrated context does not fit the new chart: {exc}"
+    if problem is not None:
+        raise ChartChangedError(f"{where}; {problem}; nothing was changed")
+    await store.save_chart(chart.version, chart.describe())
+    seq = run.seq + 1
+    after = evolve(migrated, {"chart_version": chart.version, "seq": seq})
+    name = getattr(migrate, "__name__", "a migration")
+    event = Event(
+        run_id=run.run_id, seq=seq, time=now, source=run.state, target=after.state,
+        trigger="migrate", actor="system",
+        reason=f"chart changed from {run.chart_version} to {chart.version} ({change}); "
+        f"migrated by {name}",
+    )
+    return Step(after, event, base=True)
+
+
+async def fork(
+    chart: Chart, run_id: str, at_seq: int, *, store: Store, now: float,
+    new_run_id: str | None = None,
+) -> Run:
+    """A new run from the state `run_id` had after event `at_seq`; the original is untouched."""
+    original = await store.load(run_id)
+    first = original.parent_seq if original.parent_seq is not None else 0
+    if not first <= at_seq <= original.seq:
+        hint = (f"; it is a fork of {original.parent_run} at seq {first}: fork that run for "
+                "earlier points" if original.parent_run else "")
+        raise RunError(f"run {run_id} has seqs {first}..{original.seq}; cannot fork at "
+                       f"{at_seq}{hint}")
+    base = await store.base(run_id, at_seq)
+    if base.chart_version != chart.version:
+        raise ChartChangedError(
+            f"run {run_id} was at chart version {base.chart_version} at seq {at_seq}, but this "
+            f"chart is version {chart.version}; fork with the chart it had, then migrate")
+    events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= at_seq]
+    state = replay(chart.compiled, base, events)
+    new = evolve(state, {
+        "run_id": new_run_id or uuid.uuid4().hex, "parent_run": run_id, "parent_seq": at_seq,
+        "lineage_root": original.lineage_root or run_id, "created_at": now,
+    })
+    await store.create(new)
+    return new
+
+
+async def visit_transcript(store: Store, run: Run) -> list[Message]:
+    """The transcript of the run's current visit, including what a fork's parents hold."""
+    assert run.visit is not None
+    return await _messages(store, run, run.visit.seq, None)
+
+
+async def _messages(store: Store, run: Run, visit: int, upto: int | None) -> list[Message]:
+    own = await store.transcript(run.run_id, visit)
+    if upto is not None:
+        events = await store.events(run.run_id, after=max(visit - 1, 0))
+        own = own[:sum(e.delta for e in events if e.visit == visit and e.seq <= upto)]
+    if run.parent_run is None or run.parent_seq is None or visit > run.parent_seq:
+        return own
+    parent = await store.load(run.parent_run)
+    return await _messages(store, parent, visit, run.parent_seq) + own
+
+
+async def fingerprints(store: Store, run: Run) -> set[str]:
+    """Fingerprints of every call the run executed, including before a fork point."""
+    found = await store.fingerprints(run.run_id)
+    child = run
+    while child.parent_run is not None and child.parent_seq is not None:
+        parent = await store.load(child.parent_run)
+        found |= {
+            e.fingerprint for e in await store.events(parent.run_id)
+            if e.fingerprint is not None and e.seq <= child.parent_seq
+        }
+        child = parent
+    return found

@@ -1,0 +1,35 @@
+"""Models by spec: how `resume` finds the model a stored run recorded.
+
+A run stores its model's `spec` (`"openai:gpt-4o"`, `"demo:support_triage"`).
+`register(prefix, factory)` teaches this process to build models for specs
+starting with `prefix:` (or equal to it); `from_spec` builds one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ModelError
+from .base import Model
+
+ModelFactory = Callable[[str], Model]
+"""Builds a model from its full spec."""
+
+_FACTORIES: dict[str, ModelFactory] = {}
+
+
+def register(prefix: str, factory: ModelFactory) -> None:
+    """Build models for specs `prefix` and `prefix:...` with `factory`."""
+    _FACTORIES[prefix] = factory
+
+
+def from_spec(spec: str, run_id: str = "") -> Model:
+    """The model for `spec`; `ModelError` naming the spec when none is registered."""
+    factory = _FACTORIES.get(spec) or _FACTORIES.get(spec.split(":", 1)[0])
+    if factory is None:
+        whose = f"run {run_id} was driven by" if run_id else "no factory for"
+        raise ModelError(
+            f"{whose} model '{spec}', and this process cannot build it: pass model= to "
+            "resume, or register a factory for it with statechart.models.register"
+        )
+    return factory(spec)

@@ -1,0 +1,136 @@
+"""Replay: the run as a fold of its events, starting from a stored base snapshot.
+
+The stored snapshot is a cache of this fold; `fork` rebuilds a past state
+with it, and a property test checks that the fold equals the snapshot after
+every event of random runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .budget import ZERO
+from .intents import NEXT_STATE
+from .machine import EXIT, CompiledChart, Transition
+from .run import Event, QueuedCall, Run, Visit, evolve
+
+_TOOL_TRIGGERS = ("next_call", "results")
+
+
+def replay(cc: CompiledChart, base: Run, events: Iterable[Event]) -> Run:
+    """The run after folding `events` (those following `base`, in order) into `base`."""
+    run = base
+    for event in events:
+        run = fold(cc, run, event)
+    return run
+
+
+def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
+    """The run after one event."""
+    if e.trigger == "migrate":
+        raise ValueError(f"event {e.seq} of run {run.run_id} is a migration: replay from its base")
+    if e.seq != run.seq + 1:
+        raise ValueError(f"event {e.seq} does not follow seq {run.seq} of run {run.run_id}")
+    u: dict[str, Any] = {"seq": e.seq, "state": e.target}
+    if not e.usage.is_zero():
+        ledger = dict(run.ledger)
+        for level in cc.levels_of(e.source):
+            ledger[level.key] = ledger.get(level.key, ZERO) + e.usage
+        u["ledger"] = ledger
+    if e.exhausted is not None:
+        u["routed"] = run.routed + 1
+    elif run.routed and e.usage.steps:
+        u["routed"] = 0
+    if e.patch:
+        u["context"] = {**run.context, **e.patch}
+    moved = bool(e.entered or e.exited)
+    u["pending"] = _pending(run, e, moved)
+    u["visit"] = _visit(cc, run, e, moved)
+    if moved:
+        _entered(cc, run, e, u)
+    elif e.trigger in ("approved", "rejected") and e.refused is not None:
+        u["reason"] = f"{e.trigger}, but {e.refused}"
+    return evolve(run, u)
+
+
+def _pending(run: Run, e: Event, moved: bool) -> tuple[QueuedCall, ...]:
+    if e.trigger == "propose":
+        calls = [c for c in e.calls if c.name != NEXT_STATE]
+        nexts = [c for c in e.calls if c.name == NEXT_STATE][:1]
+        queue = tuple(QueuedCall(call=c) for c in calls + nexts)
+    elif e.trigger in _TOOL_TRIGGERS and e.actor == "code":
+        queue = run.pending[1:]
+    elif e.trigger == "ask":
+        queue = run.pending[:1]
+    elif e.trigger == "approved" and e.source.endswith(".approve") and e.call is not None:
+        head = run.pending[0]
+        key = head.key if e.call == head.call else None
+        queue = (QueuedCall(call=e.call, approved_by=e.by, key=key),)
+    elif moved:
+        queue = ()
+    else:
+        queue = run.pending
+    if e.intent is not None:
+        queue = (evolve(queue[0], {"key": e.key}), *queue[1:])
+    return queue
+
+
+def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
+    visit = run.visit
+    if visit is not None:
+        if e.usage.model_calls:
+            visit = evolve(visit, {"iterations": visit.iterations + e.usage.model_calls})
+        if e.actor == "code" and e.trigger in _TOOL_TRIGGERS and e.call is not None:
+            calls = dict(visit.calls)
+            calls[e.call.name] = calls.get(e.call.name, 0) + 1
+            visit = evolve(visit, {"calls": calls})
+    if moved:
+        owner, state = cc.owner_state(e.target)
+        if state.kind == "model" and owner in e.entered:
+            return Visit(state=owner, seq=e.seq)
+        if state.kind != "model":
+            return None
+    return visit
+
+
+def _entered(cc: CompiledChart, run: Run, e: Event, u: dict[str, Any]) -> None:
+    counted = [p for p in e.entered if cc.nodes[p].state is not None]
+    if counted:
+        visits = dict(run.visits)
+        for p in counted:
+            visits[p] = visits.get(p, 0) + 1
+        u["visits"] = visits
+    t = edges(cc).get(e.edge) if e.edge is not None else None
+    if t is not None and t.edge is not None and t.edge.max_traversals is not None:
+        u["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
+    status = status_of(cc, e.target)
+    u["status"] = status
+    owner = cc.owner_state(e.target)[0]
+    if e.trigger == "cancel":
+        u["reason"] = f"cancelled: {e.reason}"
+    elif status == "waiting":
+        u["reason"] = e.reason if e.trigger == "ask" else f"waiting for approval in '{owner}'"
+    elif status == "ended":
+        u["reason"] = f"ended in '{e.target}'"
+    else:
+        u["reason"] = ""
+
+
+def status_of(cc: CompiledChart, leaf: str) -> str:
+    """The status of a run whose current leaf is `leaf`."""
+    node_state = cc.nodes[leaf].state
+    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
+        return "waiting"
+    if cc.owner_state(leaf)[1].kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
+        return "ended"
+    return "running"
+
+
+def edges(cc: CompiledChart) -> dict[str, Transition]:
+    """The chart's user-edge transitions by `source->target` key."""
+    found = cc.views.get("#edges")
+    if found is None:
+        found = cc.views["#edges"] = {t.key: t for t in cc.transitions if t.edge is not None}
+    assert isinstance(found, dict)
+    return found

@@ -1,0 +1,385 @@
+"""The embedded durable store: the standard library's sqlite3, WAL mode.
+
+One transaction per transition: the event row (for a side-effecting call, the
+row that records the intent), the snapshot of bounded fields, the transcript
+delta. Nothing is rewritten as a run grows. See `docs/persistence.md` for the
+tables and what each durability setting promises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import anyio.to_thread
+from pydantic import TypeAdapter, ValidationError
+
+from .. import failpoints
+from ..errors import (
+    ConflictError,
+    CorruptRowError,
+    LeaseHeldError,
+    LeaseLostError,
+    RunNotFoundError,
+    SchemaVersionError,
+    StoreError,
+)
+from ..models.base import Message, ToolCall
+from ..run import Event, Intent, Run, Status, Step
+from .base import DEFAULT_LEASE_TTL, Lease
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+Durability = Literal["process", "power"]
+T = TypeVar("T")
+_MESSAGES = TypeAdapter(list[Message])
+_CALL = TypeAdapter(ToolCall)
+_COLUMNS = (
+    "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
+    "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
+    "intent, key, by, fingerprint, exhausted, edge, body"
+)
+_BODY = {"call", "calls", "result", "patch", "visit", "delta", "entered", "exited"}
+_USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
+          "cost_micros", "wall_ms")
+_INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 25)})"
+
+
+class SQLiteStore:
+    """Runs in one SQLite file. `durability="process"` (WAL, `synchronous=NORMAL`) survives a
+    killed process; `"power"` (`synchronous=FULL`) also survives losing power."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, durability: Durability = "process",
+        offload: bool = False, timeout: float = 10.0,
+    ) -> None:
+        if durability not in ("process", "power"):
+            raise ValueError(f"durability={durability!r}; use 'process' or 'power'")
+        self.path = os.fspath(path)
+        self.durability = durability
+        self.offload = offload
+        """Run each database call in a worker thread instead of on the event loop."""
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} cannot be opened as a statechart store: {exc}") from None
+
+    def _open(self) -> None:
+        db = self._db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise SchemaVersionError(
+                f"{self.path} has schema version {version}, newer than this statechart's "
+                f"{SCHEMA_VERSION}; upgrade statechart to open it (nothing was changed)"
+            )
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'power' else 'NORMAL'}")
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                now = db.execute("PRAGMA user_version").fetchone()[0]
+                if now < target:  # another process may have migrated meanwhile
+                    for statement in MIGRATIONS[target]:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={target}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        """Close the connection (the WAL is checkpointed by SQLite)."""
+        self._db.close()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.offload:
+            return await anyio.to_thread.run_sync(self._locked, fn, *args)
+        return self._locked(fn, *args)
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return fn(*args)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create(self, run: Run) -> None:
+        await self._call(self._create, run)
+
+    def _create(self, run: Run) -> None:
+        snapshot = run.model_dump_json(exclude_defaults=True)
+        with _tx(self._db) as db:
+            try:
+                db.execute(
+                    "INSERT INTO runs (run_id, chart, status, state, seq, snapshot) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (run.run_id, run.chart, run.status, run.state, run.seq, snapshot),
+                )
+            except sqlite3.IntegrityError:
+                raise ConflictError(
+                    f"run {run.run_id} already exists; choose another run id") from None
+            db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
+                       (run.run_id, run.seq, snapshot))
+
+    async def append(self, step: Step, lease: Lease | None = None) -> None:
+        await self._call(self._append, step, lease)
+
+    def _append(self, step: Step, lease: Lease | None) -> None:
+        event, run = step.event, step.run
+        run_id = event.run_id
+        snapshot = run.model_dump_json(exclude_defaults=True)
+        row = _event_row(event)
+        with _tx(self._db) as db:
+            if lease is None:
+                cur = db.execute(
+                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=? "
+                    "WHERE run_id=? AND seq=?",
+                    (run.status, run.state, event.seq, snapshot, run_id, event.seq - 1))
+            else:
+                cur = db.execute(
+                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=?, lease_expires=? "
+                    "WHERE run_id=? AND seq=? AND lease_holder=?",
+                    (run.status, run.state, event.seq, snapshot, time.time() + lease.ttl,
+                     run_id, event.seq - 1, lease.holder))
+            if cur.rowcount != 1:
+                raise self._refusal(db, event, lease)
+            try:
+                db.execute(_INSERT_EVENT, row)
+            except sqlite3.IntegrityError:
+                raise ConflictError(
+                    f"run {run_id} already has event {event.seq}; reload the run") from None
+            if step.delta and event.visit is not None:
+                db.execute(
+                    "INSERT INTO transcript (run_id, visit, seq, body) VALUES (?, ?, ?, ?)",
+                    (run_id, event.visit, event.seq,
+                     _MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()))
+            if step.base:
+                db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
+                           (run_id, event.seq, snapshot))
+            for call_id in step.closed:
+                db.execute("UPDATE intents SET completed_seq=? WHERE run_id=? AND call_id=?",
+                           (event.seq, run_id, call_id))
+            if step.opened is not None:
+                i = step.opened
+                db.execute(
+                    "INSERT OR REPLACE INTO intents (run_id, call_id, seq, state, tool, call, key)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, i.call.id, i.seq, i.state, i.call.name,
+                     i.call.model_dump_json(), i.key))
+            failpoints.hit("store.append.uncommitted")
+
+    def _refusal(self, db: sqlite3.Connection, event: Event, lease: Lease | None) -> Exception:
+        found = db.execute("SELECT seq, lease_holder FROM runs WHERE run_id=?",
+                           (event.run_id,)).fetchone()
+        if found is None:
+            return RunNotFoundError(f"no run {event.run_id} in {self.path}; create it first")
+        seq, holder = found
+        if seq != event.seq - 1:
+            return ConflictError(
+                f"run {event.run_id} is at seq {seq}, not {event.seq - 1}: another writer "
+                "advanced it; reload the run")
+        assert lease is not None
+        return LeaseLostError(
+            f"driver {lease.holder} lost the lease of run {event.run_id} to "
+            f"{holder or 'nobody'} (it expired); stop driving it")
+
+    async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+        return await self._call(self._acquire, run_id, holder, ttl)
+
+    def _acquire(self, run_id: str, holder: str, ttl: float) -> Lease:
+        with _tx(self._db) as db:
+            found = db.execute("SELECT lease_holder, lease_expires FROM runs WHERE run_id=?",
+                               (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(f"no run {run_id} in {self.path}")
+            current, expires = found
+            now = time.time()
+            if current is not None and current != holder and expires > now:
+                raise LeaseHeldError(
+                    f"run {run_id} is being driven by {current} (lease expires in "
+                    f"{expires - now:.1f} s); wait for it, or cancel the run")
+            db.execute("UPDATE runs SET lease_holder=?, lease_expires=? WHERE run_id=?",
+                       (holder, now + ttl, run_id))
+        previous = current if current is not None and current != holder else None
+        return Lease(run_id, holder, ttl, took_over=previous is not None, previous=previous)
+
+    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+        await self._call(self._release, lease, clean)
+
+    def _release(self, lease: Lease, clean: bool) -> None:
+        with _tx(self._db) as db:
+            db.execute(
+                "UPDATE runs SET lease_holder=CASE WHEN ? THEN NULL ELSE lease_holder END, "
+                "lease_expires=0 WHERE run_id=? AND lease_holder=?",
+                (clean, lease.run_id, lease.holder))
+
+    async def save_chart(self, version: str, description: str) -> None:
+        await self._call(self._save_chart, version, description)
+
+    def _save_chart(self, version: str, description: str) -> None:
+        with _tx(self._db) as db:
+            db.execute("INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
+                       (version, description))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def load(self, run_id: str) -> Run:
+        return await self._call(self._load, run_id)
+
+    def _load(self, run_id: str) -> Run:
+        found = self._db.execute("SELECT snapshot FROM runs WHERE run_id=?",
+                                 (run_id,)).fetchone()
+        if found is None:
+            raise RunNotFoundError(f"no run {run_id} in {self.path}")
+        return _parse(Run, found[0], f"runs row of run {run_id}")
+
+    async def base(self, run_id: str, at: int | None = None) -> Run:
+        return await self._call(self._base, run_id, at)
+
+    def _base(self, run_id: str, at: int | None) -> Run:
+        found = self._db.execute(
+            "SELECT seq, snapshot FROM bases WHERE run_id=? AND seq<=? ORDER BY seq DESC LIMIT 1",
+            (run_id, at if at is not None else 2**62)).fetchone()
+        if found is None:
+            self._load(run_id)
+            raise CorruptRowError(f"run {run_id} has no base snapshot in {self.path}")
+        return _parse(Run, found[1], f"bases row of run {run_id} at seq {found[0]}")
+
+    async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
+        return await self._call(self._runs, status, chart)
+
+    def _runs(self, status: Status | None, chart: str | None) -> list[Run]:
+        rows = self._db.execute(
+            "SELECT run_id, snapshot FROM runs WHERE (?1 IS NULL OR status=?1) "
+            "AND (?2 IS NULL OR chart=?2) ORDER BY rowid", (status, chart)).fetchall()
+        return [_parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
+        return await self._call(self._events, run_id, after)
+
+    def _events(self, run_id: str, after: int) -> list[Event]:
+        self._load(run_id)
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq",
+            (run_id, after)).fetchall()
+        return [_event(row) for row in rows]
+
+    async def transcript(self, run_id: str, visit: int) -> list[Message]:
+        return await self._call(self._transcript, run_id, visit)
+
+    def _transcript(self, run_id: str, visit: int) -> list[Message]:
+        out: list[Message] = []
+        for seq, body in self._db.execute(
+            "SELECT seq, body FROM transcript WHERE run_id=? AND visit=? ORDER BY seq",
+            (run_id, visit),
+        ):
+            where = f"transcript row of run {run_id} at seq {seq}"
+            try:
+                out.extend(_MESSAGES.validate_json(body))
+            except (ValidationError, ValueError, TypeError) as exc:
+                raise _corrupt(where, exc) from None
+        return out
+
+    async def fingerprints(self, run_id: str) -> set[str]:
+        return await self._call(self._fingerprints, run_id)
+
+    def _fingerprints(self, run_id: str) -> set[str]:
+        self._load(run_id)
+        rows = self._db.execute(
+            "SELECT fingerprint FROM events WHERE run_id=? AND fingerprint IS NOT NULL",
+            (run_id,))
+        return {fp for (fp,) in rows}
+
+    async def intents(self, run_id: str) -> list[Intent]:
+        return await self._call(self._intents, run_id)
+
+    def _intents(self, run_id: str) -> list[Intent]:
+        self._load(run_id)
+        out = []
+        for call_id, seq, state, call, key, done in self._db.execute(
+            "SELECT call_id, seq, state, call, key, completed_seq FROM intents "
+            "WHERE run_id=? ORDER BY seq", (run_id,),
+        ):
+            parsed = _parse(ToolCall, call, f"intents row of run {run_id}, call {call_id}")
+            out.append(Intent(call=parsed, state=state, seq=seq, key=key,
+                              completed=done is not None, completed_seq=done))
+        return out
+
+    async def chart_description(self, version: str) -> str | None:
+        return await self._call(self._chart_description, version)
+
+    def _chart_description(self, version: str) -> str | None:
+        found = self._db.execute("SELECT description FROM charts WHERE version=?",
+                                 (version,)).fetchone()
+        return None if found is None else str(found[0])
+
+
+class _tx:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _event_row(e: Event) -> tuple[Any, ...]:
+    u = e.usage
+    body = e.model_dump_json(include=_BODY, exclude_defaults=True)
+    return (
+        e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
+        e.call.name if e.call is not None else None, e.refused, e.error,
+        u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
+        u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
+        body,
+    )
+
+
+def _event(row: tuple[Any, ...]) -> Event:
+    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
+     *rest) = row
+    usage = dict(zip(_USAGE, rest[:7], strict=True))
+    intent, key, by, fp, exhausted, edge, body = rest[7:]
+    where = f"events row of run {run_id} at seq {seq}"
+    try:
+        fields = json.loads(body)
+        if not isinstance(fields, dict):
+            raise ValueError("the body is not a JSON object")
+        return Event.model_validate({
+            **fields, "run_id": run_id, "seq": seq, "time": at, "source": source,
+            "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
+            "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
+            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge,
+        })
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise _corrupt(where, exc) from None
+
+
+M = TypeVar("M", Run, ToolCall)
+
+
+def _parse(cls: type[M], text: Any, where: str) -> M:
+    try:
+        return cls.model_validate_json(text)
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise _corrupt(where, exc) from None
+
+
+def _corrupt(where: str, exc: Exception) -> CorruptRowError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CorruptRowError(
+        f"{where} is corrupt or truncated ({first}); it was changed outside statechart. "
+        "Nothing was written; restore the file from a backup or fork the run before that seq"
+    )
