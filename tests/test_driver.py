@@ -141,6 +141,9 @@ PUBLIC = [
     "UnknownTargetError", "UnreachableStateError", "Usage", "Visit", "approve", "call",
     "cancel", "drive", "fingerprint", "load_session", "reject", "reply", "run_sync",
     "run_to_end", "start", "step", "tool",
+    # durable runs (issue 3)
+    "ChartChangedError", "CorruptRowError", "LeaseHeldError", "LeaseLostError", "Lease",
+    "SQLiteStore", "SchemaVersionError", "StoreError", "fork", "resume",
 ]
 
 
