@@ -66,7 +66,8 @@ async def interrupted(chart: Chart, path: Path, replies: list[Any], stop_at: int
 
 
 def pay_chart(refund: Tool) -> Chart:
-    return Chart("pay", budget=Budget(max_steps=20), states=(State("resolve", tools=(refund,)), DONE),
+    return Chart("pay", budget=Budget(max_steps=20),
+                 states=(State("resolve", tools=(refund,)), DONE),
                  edges=(Edge("resolve", "done"),))
 
 
@@ -95,7 +96,7 @@ async def test_an_interrupted_call_reruns_for_safe_and_keyed_tools(db: Path, ret
     (intent,) = await store.intents("r1")
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert end.state == "done"
-    assert CALLS == [("o1", intent.key if retry == "keyed" else None)]
+    assert [("o1", intent.key if retry == "keyed" else None)] == CALLS
     ran = (await store.events("r1"))[1]
     assert f"retry='{retry}'" in ran.reason and "ran again" in ran.reason
 
@@ -113,7 +114,7 @@ async def test_a_reconcile_hook_settles_an_interrupted_call(db: Path, happened: 
     store = SQLiteStore(db)
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert asked == ["o1"] and end.state == "done"
-    assert CALLS == ([] if happened else [("o1", None)])
+    assert ([] if happened else [("o1", None)]) == CALLS
     ran = (await store.events("r1"))[1]
     assert ran.result == ("already refunded o1" if happened else "refunded o1")
     assert ("reported that it had run" in ran.reason) == happened
@@ -189,7 +190,7 @@ class Ticket(BaseModel):
 
 
 def vip_only(f: Facts) -> str | None:
-    return None if getattr(f.context, "tier") == "vip" else "only vip tickets are sent"
+    return None if f.context.tier == "vip" else "only vip tickets are sent"
 
 
 def refresh_chart(on_resume: Any) -> Chart:
@@ -274,7 +275,7 @@ async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:
                     edges=(Edge("settle", "done"),))
     store = SQLiteStore(db)
     before = await store.load("r1")
-    with pytest.raises(ChartChangedError, match="'resolve.act' is not a leaf of the new chart"):
+    with pytest.raises(ChartChangedError, match=r"'resolve\.act' is not a leaf of the new chart"):
         await resume(changed, "r1", store=store, model=ScriptedModel([]), migrate=lambda r: r)
     assert await store.load("r1") == before
 
