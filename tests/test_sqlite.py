@@ -100,7 +100,8 @@ async def test_what_did_it_do_and_what_did_each_step_cost_is_one_query(tmp_path:
     assert [(r[1], r[2], r[3]) for r in rows] == [
         (s.event.source, s.event.target, s.event.actor) for s in steps
     ]
-    assert [r[4] for r in rows if r[4]] == ["search_kb", "next_state", "next_state"]
+    assert [r[4] for r in rows] == [  # the calls a reply proposed, then each call run
+        "search_kb", "search_kb", "next_state", "next_state", "next_state", "next_state"]
     store.close()
 
 

@@ -340,7 +340,8 @@ def _event_row(e: Event) -> tuple[Any, ...]:
     body = e.model_dump_json(include=_BODY, exclude_defaults=True)
     return (
         e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
-        e.call.name if e.call is not None else None, e.refused, e.error,
+        e.call.name if e.call is not None else ",".join(c.name for c in e.calls) or None,
+        e.refused, e.error,
         u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
         u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
         body,
