@@ -25,18 +25,20 @@ from statechart import (
     Edge,
     Facts,
     FunctionModel,
-    MemoryStore,
     Reply,
     Request,
+    SQLiteStore,
     State,
     Usage,
     approve,
     call,
     reply,
+    resume,
     run_to_end,
     start,
     tool,
 )
+from statechart.models import register
 
 TICKETS = {"T-1001": {"customer": "acme", "text": "I was charged twice for my May invoice."}}
 ARTICLES = {
@@ -168,15 +170,22 @@ def demo_policy(request: Request) -> Reply:
     return say("next_state", target="escalated")
 
 
-async def main() -> None:
-    store = MemoryStore()
-    model = FunctionModel(demo_policy, spec="demo:support_triage")
-    run = await start(chart, store=store, model=model, context={"ticket_id": "T-1001"})
-    run = await run_to_end(chart, run, store=store, model=model)
+def demo_model(spec: str = "demo:support_triage") -> FunctionModel:
+    """The offline stand-in model; registered so `resume` can rebuild it from a run."""
+    return FunctionModel(demo_policy, spec=spec)
+
+
+register("demo:support_triage", demo_model)
+
+
+async def main(db: str = "statechart.db") -> None:
+    store = SQLiteStore(db)
+    run = await start(chart, store=store, model=demo_model(), context={"ticket_id": "T-1001"})
+    run = await run_to_end(chart, run, store=store, model=demo_model())
     if run.status == "waiting":
         print(f"waiting: {run.reason} -> approving as demo-operator")
         await approve(chart, run.run_id, store=store, by="demo-operator")
-        run = await run_to_end(chart, run.run_id, store=store, model=model)
+        run = await resume(chart, run.run_id, store=store)  # the model the run recorded
     print(f"{'seq':>3}  {'actor':<6} {'transition':<44} note")
     for e in await store.events(run.run_id):
         move = f"{e.source} -> {e.target}"
@@ -187,6 +196,9 @@ async def main() -> None:
     print(f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
           f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}")
     print(f"sent: {OUTBOX}")
+    print(f"stored in {db}: sqlite3 {db} \"SELECT seq, actor, source, target, tool, reason "
+          f"FROM events WHERE run_id = '{run.run_id}' ORDER BY seq\"")
+    store.close()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from statechart import approve, call, reply, run_to_end
+from statechart import SQLiteStore, approve, call, reply, run_to_end
 
 from .helpers import run_script, tool_results
 
@@ -94,7 +94,12 @@ async def test_send_is_unreachable_without_a_passed_review() -> None:
     assert "edge review->draft was already taken 1 time(s)" in steps[-1].event.reason
 
 
-async def test_demo_policy_reaches_done_after_approval() -> None:
+async def test_demo_policy_reaches_done_after_approval(tmp_path: Path) -> None:
     agent = load_agent("support_triage")
-    await agent.main()
+    await agent.main(str(tmp_path / "demo.db"))
     assert len(agent.OUTBOX) == 1 and "KB-12" in agent.OUTBOX[0]
+    store = SQLiteStore(tmp_path / "demo.db")
+    (run,) = await store.runs()
+    assert run.state == "done" and run.model == "demo:support_triage"
+    assert [e.by for e in await store.events(run.run_id) if e.actor == "human"] == [
+        "demo-operator"]
