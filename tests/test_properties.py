@@ -233,6 +233,7 @@ class BoundedStore(MemoryStore):
         self.limit = limit
         self.appended = 0
         self.snapshots: list[Run] = []
+        self.steps: list[Step] = []
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         self.appended += 1
@@ -243,6 +244,7 @@ class BoundedStore(MemoryStore):
             )
         await super().append(step, lease)
         self.snapshots.append(step.run)
+        self.steps.append(step)
 
 
 @dataclass
@@ -256,6 +258,7 @@ class Outcome:
     """Transcript of every visit, keyed by the seq of the event that entered it."""
     snapshots: list[Run]
     """The stored snapshot after each event."""
+    steps: list[Step]
 
 
 def event_bound(cc: CompiledChart) -> int:
@@ -303,7 +306,8 @@ def simulate(data: st.DataObject, decide: bool = False) -> Outcome:
     note(f"{len(events)} events: " + ", ".join(
         f"{e.trigger}:{e.source}->{e.target}" for e in events
     ))
-    return Outcome(chart, initial, final, events, model.requests, transcripts, store.snapshots)
+    return Outcome(chart, initial, final, events, model.requests, transcripts, store.snapshots,
+                   store.steps)
 
 
 # -- the properties ------------------------------------------------------------------------------
