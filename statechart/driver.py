@@ -118,7 +118,10 @@ async def _perform(effect: Any, model: Model) -> Any:
             return await model.complete(effect.request)
         if isinstance(effect, RunTool):
             if effect.doubt == "reconcile":
-                found = await effect.tool.reconciled(effect.parsed, effect.key)
+                try:
+                    found = await effect.tool.reconciled(effect.parsed, effect.key)
+                except Exception as exc:
+                    return Reconciled(None, failed=exc)
                 if found is not None:
                     return Reconciled(found)
             out = await effect.tool.invoke(effect.parsed, effect.key)
@@ -261,7 +264,7 @@ async def resume(
                               holder=holder, lease_ttl=lease_ttl, resuming=True,
                               migrate=migrate):
         last = record.run
-    return await store.load(run_id) if last.run_id != run_id else last
+    return last
 
 
 async def fork(

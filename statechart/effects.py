@@ -52,9 +52,11 @@ class RunTool:
 
 @dataclass(frozen=True)
 class Reconciled:
-    """A reconcile hook's report that an interrupted call had in fact run, with its result."""
+    """A reconcile hook's report that an interrupted call had in fact run, with its result
+    (or the exception the hook raised, when it could not tell)."""
 
     value: Any
+    failed: BaseException | None = None
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,12 @@ def _after_tool(
 ) -> Step:
     assert run.visit is not None
     tool = effect.tool
+    if isinstance(outcome, Reconciled) and outcome.failed is not None:
+        exc = outcome.failed
+        return _ask(cc, run, (
+            f"the reconcile hook of tool '{tool.name}' raised {type(exc).__name__}: {exc}; the "
+            "call may have run: check its effect outside, then approve to run it again or "
+            "reject to skip it"), now, wall)
     error = None
     reason = ""
     if effect.doubt is not None:

@@ -120,6 +120,21 @@ async def test_a_reconcile_hook_settles_an_interrupted_call(db: Path, happened: 
     assert ("reported that it had run" in ran.reason) == happened
 
 
+async def test_a_failing_reconcile_hook_hands_the_call_to_a_human(db: Path) -> None:
+    def check(order: str) -> str | None:
+        raise ConnectionError("bank unreachable")
+
+    c = pay_chart(refund_tool("reconcile", reconcile=check))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert waiting.status == "waiting" and waiting.state == "resolve.approve"
+    assert "reconcile hook of tool 'refund' raised ConnectionError: bank unreachable" in \
+        waiting.reason
+    assert CALLS == []
+    assert replay(c.compiled, await store.base("r1"), await store.events("r1")) == waiting
+
+
 async def test_an_interrupted_never_call_waits_for_a_human(db: Path) -> None:
     c = pay_chart(refund_tool("never"))
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
