@@ -8,6 +8,7 @@ two parents ever share one child by reference.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -183,14 +184,19 @@ class Chart:
 
     def describe(self) -> str:
         """A canonical text of the structure (what `version` hashes)."""
-        lines = [f"chart {self.name} initial={self.initial} budget={self.budget}"]
+        context = json.dumps(self.context.model_json_schema(), sort_keys=True)
+        lines = [f"chart {self.name} initial={self.initial} budget={self.budget} "
+                 f"exhausted={self.on_exhausted} context={context}"]
         for s in self.states:
-            tools = ",".join(f"{t.name}:{t.retry}:{t.needs_approval}" for t in s.tools)
+            tools = ",".join(
+                f"{t.name}:{t.retry}:{t.needs_approval}:{t.repeatable}:"
+                f"{json.dumps(t.schema, sort_keys=True)}" for t in s.tools)
             lines.append(
                 f"state {s.name} {s.kind} tools=[{tools}] reads={s.reads} writes={s.writes} "
                 f"iter={s.max_iterations} visits={s.max_visits} "
                 f"calls={sorted(s.max_calls.items())} "
-                f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())}"
+                f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())} "
+                f"approve={s.on_approve} reject={s.on_reject} resume={s.on_resume is not None}"
             )
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")

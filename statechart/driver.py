@@ -20,7 +20,7 @@ import anyio
 
 from . import failpoints, human, lineage
 from . import resume as resuming_
-from .chart import Chart
+from .chart import CANCELLED, Chart
 from .effects import CallModel, Ended, Memory, Reconciled, RunHandler, RunTool, Wait, plan
 from .errors import ConflictError, RunNotFoundError
 from .intents import open_call
@@ -79,8 +79,6 @@ class Session:
     transcript: list[Message] = field(default_factory=list)
     fingerprints: set[str] = field(default_factory=set)
     carry: _Carry = field(default_factory=_Carry)
-    in_doubt: str | None = None
-    """Id of an open intent a killed driver left behind (settled by its retry policy)."""
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""
@@ -103,7 +101,7 @@ async def step(
     """
     cc = chart.compiled
     started = time.monotonic()
-    memory = Memory(session.transcript, session.fingerprints, session.in_doubt)
+    memory = Memory(session.transcript, session.fingerprints)
     effect = plan(cc, run, memory)
     if isinstance(effect, (Wait, Ended)):
         return None
@@ -150,25 +148,32 @@ async def drive(
     run_id = run if isinstance(run, str) else run.run_id
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     in_flight = False
+    dirty = lease.took_over  # a takeover not yet recorded: keep the lease looking abandoned
     try:
+        # Everything is read (and checked) before anything is written.
         run = await store.load(run_id)
-        pre: list[Step] = []
         migrated = await lineage.checked_version(chart, run, store, migrate, clock())
-        if migrated is not None:
-            pre.append(migrated)
         current = migrated.run if migrated is not None else run
-        if resuming:
-            refreshed = await _refresh(chart, current, store, clock)
-            if refreshed is not None:
-                pre.append(refreshed)
-        for record in pre:
+        session = await load_session(store, current)
+        refresh = await _refresh_inputs(chart, current, store) if resuming else None
+        if migrated is not None:
+            await store.append(migrated, lease)
+            run = current
+            yield migrated
+        head = open_call(run)
+        if (lease.took_over and head is not None and run.state.endswith(".act")
+                and run.doubt != head.call.id):
+            record = resuming_.takeover(chart.compiled, run, lease.previous, now=clock())
             await store.append(record, lease)
             run = record.run
             yield record
-        session = await load_session(store, run)
-        head = open_call(run)
-        if lease.took_over and head is not None and run.state.endswith(".act"):
-            session.in_doubt = head.call.id
+        dirty = False
+        if refresh is not None:
+            record = resuming_.refreshed(chart.compiled, run, *refresh, now=clock())
+            await store.append(record, lease)
+            session.absorb(run, record)
+            run = record.run
+            yield record
         while True:
             in_flight = run.state.endswith(".act")
             found = await step(chart, run, model=model, session=session, clock=clock)
@@ -180,19 +185,23 @@ async def drive(
                 await store.append(record, lease)
             except ConflictError:
                 latest = await store.load(run_id)
-                if latest.status == "ended":  # cancelled meanwhile: the result is dropped
-                    return
-                raise
+                if latest.state != CANCELLED:
+                    raise
+                late = resuming_.late_result(chart.compiled, latest, record, now=clock())
+                if late is not None:  # the call finished after the cancel: keep its result
+                    await store.append(late, lease)
+                    in_flight = False
+                    yield late
+                return
             if record.opened is not None:
                 failpoints.hit("intent.recorded")
             in_flight = False
             session.absorb(run, record)
-            session.in_doubt = None
             run = record.run
             yield record
     finally:
         with anyio.CancelScope(shield=True):
-            await store.release(lease, clean=not in_flight)
+            await store.release(lease, clean=not (in_flight or dirty))
 
 
 def default_holder() -> str:
@@ -200,8 +209,11 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-async def _refresh(chart: Chart, run: Run, store: Store, clock: Clock) -> Step | None:
-    """On resume: the state's `on_resume` patch, then the guard of the edge that entered it."""
+async def _refresh_inputs(
+    chart: Chart, run: Run, store: Store,
+) -> tuple[dict[str, Any], str | None] | None:
+    """On resume: the state's `on_resume` patch, then whether the guard of the edge that
+    entered it still allows it; None when there is nothing to record."""
     if run.status != "running":
         return None
     cc = chart.compiled
@@ -215,19 +227,11 @@ async def _refresh(chart: Chart, run: Run, store: Store, clock: Clock) -> Step |
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"
     if problem is None:
-        entering = await _entering_edge(store, run, owner)
+        entering = await lineage.entering_edge(store, run, owner)
         problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)
     if state.on_resume is None and problem is None:
         return None
-    return resuming_.refreshed(cc, run, patch, problem, now=clock())
-
-
-async def _entering_edge(store: Store, run: Run, owner: str) -> str | None:
-    after = run.visit.seq - 1 if run.visit is not None and run.visit.state == owner else 0
-    for event in reversed(await store.events(run.run_id, after=max(after, 0))):
-        if owner in event.entered:
-            return event.edge
-    return None
+    return patch, problem
 
 
 async def load_session(store: Store, run: Run) -> Session:
@@ -241,11 +245,12 @@ async def run_to_end(
     holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> Run:
     """Drive until the run waits for a human or ends; return the last snapshot."""
-    last = run if isinstance(run, Run) else await store.load(run)
-    async for record in drive(chart, last, store=store, model=model, clock=clock, holder=holder,
-                              lease_ttl=lease_ttl):
+    run_id = run.run_id if isinstance(run, Run) else run
+    last: Run | None = None
+    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
+                              holder=holder, lease_ttl=lease_ttl):
         last = record.run
-    return last
+    return last if last is not None else await store.load(run_id)
 
 
 async def resume(
@@ -297,6 +302,7 @@ async def _decide(
     edits: dict[str, Any] | None, clock: Clock,
 ) -> Step:
     run = await store.load(run_id)
+    await lineage.require_version(chart, run, store)
     record = human.decide(chart.compiled, run, approved=approved, by=by, note=note, edits=edits,
                           now=clock())
     await store.append(record)
@@ -310,6 +316,7 @@ async def cancel(
     """End the run in `cancelled`, even while another process drives it."""
     for _ in range(20):
         run = await store.load(run_id)
+        await lineage.require_version(chart, run, store)
         record = human.cancel(chart.compiled, run, reason=reason, now=clock(), by=by)
         try:
             await store.append(record)

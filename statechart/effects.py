@@ -96,8 +96,6 @@ class Memory:
 
     transcript: Sequence[Message] = ()
     fingerprints: frozenset[str] | set[str] = field(default_factory=frozenset)
-    in_doubt: str | None = None
-    """Id of the open intent a killed driver left behind: it may have run."""
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -203,7 +201,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
             f"tool '{tool.name}' already ran with these arguments; its result is above. "
             "Do not repeat a call; change the arguments or move on",
         )
-    doubt = tool.retry if memory.in_doubt == call.id else None
+    doubt = tool.retry if run.doubt == call.id else None
     if doubt == "never":
         return Decide("ask", (
             f"tool '{tool.name}' may have run before its driver stopped (intent recorded, "

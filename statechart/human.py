@@ -58,17 +58,19 @@ def _decide_call(
             call = _edited(cc, run, call, edits)
         # An edit makes a new call: its intent is recorded again under a new key.
         queued = QueuedCall(call=call, approved_by=by, key=None if edits else head.key)
+        before = run
         run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
         t = cc.resolve(run.state, "approved")
         assert t is not None
         return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
-                       actor="human", reason=reason, call=call, by=by,
+                       actor="human", reason=reason, call=call, by=by, before=before,
                        result=f"edited arguments: {edits}" if edits else None)
     msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
+    before = run
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
     t = cc.resolve(run.state, "rejected")
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected",
+    return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected", before=before,
                    actor="human", reason=reason, call=call, result=msg.content, delta=(msg,),
                    by=by)
 

@@ -31,6 +31,16 @@ def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
+def doubt_after(
+    doubt: str | None, handled: str | None, pending: tuple[QueuedCall, ...],
+) -> str | None:
+    """The call still in doubt after a step that handled call `handled` (ran, refused,
+    asked about, decided on it) and left `pending` queued."""
+    if doubt is None or handled == doubt or all(q.call.id != doubt for q in pending):
+        return None
+    return doubt
+
+
 def open_call(run: Run) -> QueuedCall | None:
     """The queued call whose intent is open (recorded and not completed), if any."""
     if run.pending and run.pending[0].key is not None:
@@ -54,8 +64,10 @@ def track(
             after = evolve(after, {"pending": (head, *after.pending[1:])})
             opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
     closed: tuple[str, ...] = ()
-    if was is not None and not keep_open and (head is None or head.call.id != was.call.id):
-        closed = (was.call.id,)
+    if was is not None and not keep_open and (
+        head is None or head.call.id != was.call.id or opened is not None
+    ):
+        closed = (was.call.id,)  # it left the queue, or is recorded again (edited)
     return after, opened, closed
 
 

@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from .chart import Chart
 from .errors import ChartChangedError, RunError
+from .intents import open_call
 from .models.base import Message
-from .replay import replay
-from .run import Event, Run, Step, evolve
+from .replay import edges, replay, status_of
+from .run import Event, Intent, Run, Step, evolve
 from .store.base import Store
 
 Migration = Callable[[Run], Run]
@@ -38,6 +39,44 @@ def describe_change(old: str | None, new: str, limit: int = 6) -> str:
     return (shown + more) or "only the hash differs"
 
 
+async def require_version(chart: Chart, run: Run, store: Store) -> None:
+    """Refuse a human decision on a run stored under another chart version."""
+    if run.chart_version != chart.version:
+        change = describe_change(await store.chart_description(run.chart_version),
+                                 chart.describe())
+        raise ChartChangedError(
+            f"run {run.run_id} was stored under chart '{run.chart}' version "
+            f"{run.chart_version}, but this chart is version {chart.version} ({change}); "
+            "decide with the chart it started on, or migrate it first with "
+            "resume(..., migrate=...)")
+
+
+def consistency_problem(chart: Chart, run: Run) -> str | None:
+    """What makes `run` impossible under `chart`, or None."""
+    cc = chart.compiled
+    if run.state not in cc.nodes or cc.descend(run.state) != run.state:
+        return f"the state '{run.state}' is not a leaf of the chart"
+    owner, state = cc.owner_state(run.state)
+    if state.kind == "model" and (run.visit is None or run.visit.state != owner):
+        return f"'{owner}' is a model state, so the run needs visit=Visit(state='{owner}', ...)"
+    if state.kind != "model" and run.visit is not None:
+        return f"'{owner}' is not a model state, so the run must have visit=None"
+    if run.status != status_of(cc, run.state):
+        return f"status '{run.status}' does not fit state '{run.state}'"
+    if run.pending and not run.state.endswith((".act", ".approve")):
+        return f"queued calls need a model state's act or approve, not '{run.state}'"
+    unknown = sorted(
+        {p for p in run.visits if p not in cc.nodes} | {k for k in run.ledger if k not in cc.levels}
+        | {k for k in run.traversals if k not in edges(cc)})
+    if unknown:
+        return f"visit counters, ledgers or edge counters name {', '.join(unknown)}"
+    try:
+        chart.context.model_validate(run.context)
+    except ValidationError as exc:
+        return f"the context does not fit: {exc}"
+    return None
+
+
 async def checked_version(
     chart: Chart, run: Run, store: Store, migrate: Migration | None, now: float,
 ) -> Step | None:
@@ -52,19 +91,13 @@ async def checked_version(
             f"{where}. Changed: {change}. Resume it with the chart it started on, or pass "
             "migrate= a function that maps the stored run onto this chart")
     migrated = migrate(run)
-    cc = chart.compiled
-    problem = None
     if not isinstance(migrated, Run) or migrated.run_id != run.run_id:
-        problem = "the migration must return the same run (same run_id)"
-    elif migrated.state not in cc.nodes or cc.descend(migrated.state) != migrated.state:
-        problem = f"the migrated state '{migrated.state}' is not a leaf of the new chart"
+        problem: str | None = "the migration must return the same run (same run_id)"
     else:
-        try:
-            chart.context.model_validate(migrated.context)
-        except ValidationError as exc:
-            problem = f"the migrated context does not fit the new chart: {exc}"
+        problem = consistency_problem(chart, migrated)
     if problem is not None:
-        raise ChartChangedError(f"{where}; {problem}; nothing was changed")
+        raise ChartChangedError(f"{where}; after {getattr(migrate, '__name__', 'migrate')}: "
+                                f"{problem}; nothing was changed")
     await store.save_chart(chart.version, chart.describe())
     seq = run.seq + 1
     after = evolve(migrated, {"chart_version": chart.version, "seq": seq})
@@ -101,7 +134,15 @@ async def fork(
         "run_id": new_run_id or uuid.uuid4().hex, "parent_run": run_id, "parent_seq": at_seq,
         "lineage_root": original.lineage_root or run_id, "created_at": now,
     })
-    await store.create(new)
+    head = open_call(new)
+    inherited: list[Intent] = []
+    if head is not None and new.visit is not None:
+        # The parent may have run this call after the fork point: the fork settles it by
+        # the tool's retry policy, under its own intent row with the same key.
+        inherited.append(Intent(call=head.call, state=new.visit.state, seq=at_seq, key=head.key))
+        if new.state.endswith(".act"):
+            new = evolve(new, {"doubt": head.call.id})
+    await store.create(new, inherited)
     return new
 
 
@@ -120,6 +161,22 @@ async def _messages(store: Store, run: Run, visit: int, upto: int | None) -> lis
         return own
     parent = await store.load(run.parent_run)
     return await _messages(store, parent, visit, run.parent_seq) + own
+
+
+async def entering_edge(store: Store, run: Run, owner: str) -> str | None:
+    """The user edge of the move that last entered `owner`, searching a fork's parents too."""
+    after = run.visit.seq - 1 if run.visit is not None and run.visit.state == owner else 0
+    upto: int | None = None
+    current: Run | None = run
+    while current is not None:
+        for event in reversed(await store.events(current.run_id, after=max(after, 0))):
+            if (upto is None or event.seq <= upto) and owner in event.entered:
+                return event.edge
+        if current.parent_run is None:
+            return None
+        upto = current.parent_seq
+        current = await store.load(current.parent_run)
+    return None
 
 
 async def fingerprints(store: Store, run: Run) -> set[str]:

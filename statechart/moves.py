@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from .budget import ZERO, Spent
 from .chart import Facts
-from .intents import track
+from .intents import doubt_after, track
 from .machine import CompiledChart, Move, Transition
 from .models.base import Message
 from .run import Actor, Event, Run, Step, Visit, build, evolve
@@ -117,10 +117,12 @@ def _problems(exc: ValidationError) -> str:
 def commit(
     cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
     trigger: str, actor: Actor, delta: tuple[Message, ...] = (),
-    update: dict[str, Any] | None = None, keep_open: bool = False, **fields: Any,
+    update: dict[str, Any] | None = None, keep_open: bool = False, before: Run | None = None,
+    **fields: Any,
 ) -> Step:
     """The next run and its event: charge the ledger, count visits, apply the patch,
-    and record the intent of the call this step leaves next to run."""
+    and record the intent of the call this step leaves next to run. `before` is the run
+    as it was, when the caller already emptied its queue (its open intent closes)."""
     seq = run.seq + 1
     update = {**update, "seq": seq} if update else {"seq": seq}
     if run.routed and usage.steps:
@@ -139,7 +141,12 @@ def commit(
         fields["entered"], fields["exited"] = move.entered, move.exited
         if move.transition.edge is not None:
             fields["edge"] = move.transition.key
-    after, opened, closed = track(cc, run, evolve(run, update), seq, keep_open=keep_open)
+    if run.doubt is not None and "doubt" not in update:
+        handled = fields.get("call")
+        update["doubt"] = doubt_after(run.doubt, handled.id if handled is not None else None,
+                                      update.get("pending", run.pending))
+    after, opened, closed = track(cc, before or run, evolve(run, update), seq,
+                                  keep_open=keep_open)
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
     values = {

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .budget import ZERO
-from .intents import NEXT_STATE
+from .intents import NEXT_STATE, doubt_after
 from .machine import EXIT, CompiledChart, Transition
 from .run import Event, QueuedCall, Run, Visit, evolve
 
@@ -46,6 +46,11 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
         u["context"] = {**run.context, **e.patch}
     moved = bool(e.entered or e.exited)
     u["pending"] = _pending(run, e, moved)
+    if e.trigger == "takeover" and e.call is not None:
+        u["doubt"] = e.call.id
+    elif run.doubt is not None:
+        u["doubt"] = doubt_after(run.doubt, e.call.id if e.call is not None else None,
+                                 u["pending"])
     u["visit"] = _visit(cc, run, e, moved)
     if moved:
         _entered(cc, run, e, u)

@@ -7,6 +7,7 @@ may have changed while the run was stored. A failure routes to `escalated`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .budget import ZERO
@@ -16,6 +17,32 @@ from .moves import check_guard, checked_patch, commit
 from .replay import edges
 from .run import Run, Step
 from .step import escalate
+
+
+def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -> Step:
+    """The event recording that the open call may have run under a driver that stopped
+    without releasing its lease; the next step settles it by the tool's retry policy."""
+    head = run.pending[0].call
+    assert run.visit is not None
+    state = cc.nodes[run.visit.state].state
+    tool = state.tool_map.get(head.name) if state is not None else None
+    policy = f"retry='{tool.retry}'" if tool is not None else "its retry policy"
+    why = (f"took over from {previous or 'a driver'}, which stopped without releasing its "
+           f"lease: call {head.id} ({head.name}) may have run; settling it by {policy}")
+    return commit(cc, run, None, now, ZERO, trigger="takeover", actor="system", call=head,
+                  reason=why, update={"doubt": head.id})
+
+
+def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step | None:
+    """The record of a tool call that finished after its run was cancelled (its intent
+    closes with the result), or None when `ran` was not a tool call."""
+    e = ran.event
+    if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results"):
+        return None
+    step = commit(cc, run, None, now, ZERO, trigger="late_result", actor="code", call=e.call,
+                  result=e.result, error=e.error, fingerprint=e.fingerprint,
+                  reason="the call finished after the run was cancelled")
+    return replace(step, closed=(e.call.id,))
 
 
 def refresh_problem(

@@ -140,6 +140,9 @@ class Run(BaseModel):
     """Why the run waits or ended, when it did."""
     routed: int = 0
     """Free exhaustion routes since the last charged step (bounds routing loops)."""
+    doubt: str | None = None
+    """Id of a queued call that may have run under a driver that stopped without releasing
+    its lease: the next step settles it by its tool's retry policy."""
     lineage_root: str = ""
     """Id of the first run of this lineage (forks keep it; idempotency keys use it)."""
     parent_run: str | None = None

@@ -135,11 +135,11 @@ def _after_tool(
 def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
     head = run.pending[0].call
     delta = drop_queue(run, f"refused: {why}")
-    run = run.model_copy(update={"pending": ()})
     t = cc.resolve(run.state, "results")
     assert t is not None
     return commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="refuse",
-                   actor="model", call=head, refused=why, result=f"refused: {why}", delta=delta)
+                   actor="model", call=head, refused=why, result=f"refused: {why}", delta=delta,
+                   update={"pending": ()})
 
 
 def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
@@ -236,7 +236,7 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
             if _over_visits(cc, run, move) is None:
                 break
     reason = f"budget exhausted at {which or 'root'}{note}; routed to '{move.leaf}'"
-    delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    delta = drop_queue(run, _dropped_head(run)) if run.pending else ()
     return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
                   exhausted=which, delta=delta,
                   update={"pending": (), "routed": run.routed + 1})
@@ -256,13 +256,22 @@ def escalate(
     cc: CompiledChart, run: Run, why: str, now: float, usage: Spent, *, actor: Actor,
     error: str | None = None, refused: str | None = None,
 ) -> Step:
-    delta = drop_queue(run, NOT_EXECUTED) if run.pending else ()
+    """Route to the escalated state of the chart that owns the run's state, with `why`."""
+    delta = drop_queue(run, _dropped_head(run)) if run.pending else ()
     here = cc.owner_state(run.state)[0]
     t = cc.resolve(run.state, go(cc.nodes[here].prefix + ESCALATED))
     assert t is not None
-    run = run.model_copy(update={"pending": ()})
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=t.trigger, actor=actor,
-                   reason=why, error=error, refused=refused, delta=delta)
+                   reason=why, error=error, refused=refused, delta=delta,
+                   update={"pending": ()})
+
+
+def _dropped_head(run: Run) -> str:
+    """The result for a queued head that will not run now: it may have run if in doubt."""
+    if run.doubt is not None and run.pending and run.pending[0].call.id == run.doubt:
+        return ("not run again: this call may have run before its driver stopped; "
+                "check its effect before repeating it")
+    return NOT_EXECUTED
 
 
 # -- commit -------------------------------------------------------------------------------

@@ -68,12 +68,18 @@ async def test_a_fork_starts_from_the_rebuilt_state_and_keeps_its_lineage(store:
     c = chart()
     end, steps, _, _ = await run_script(c, SCRIPT, store=store)
     assert end.state == "done"
-    at = steps[2].event.seq  # the lookup result is in; the refund is not proposed yet
+    at = steps[2].event.seq  # the refund is proposed, next to run: its intent is open
     child = await fork(c, end.run_id, at, store=store, new_run_id="child")
-    assert child.seq == at and child.state == steps[2].run.state
-    assert child.model_copy(update={"run_id": end.run_id, "parent_run": None,
+    assert child.seq == at and child.state == steps[2].run.state == "resolve.act"
+    assert child.model_copy(update={"run_id": end.run_id, "parent_run": None, "doubt": None,
                                     "parent_seq": None, "created_at": 0.0}) == \
         steps[2].run.model_copy(update={"created_at": 0.0})
+    # the parent ran the refund after the fork point: the fork's copy is in doubt and has
+    # an intent row of its own, with the same key
+    assert child.doubt == "r1"
+    (inherited,) = await store.intents("child")
+    assert inherited.call.id == "r1" and inherited.key == child.pending[0].key
+    assert not inherited.completed
     assert (child.parent_run, child.parent_seq) == (end.run_id, at)
     assert child.lineage_root == end.run_id
     assert await store.load(end.run_id) == end

@@ -97,7 +97,9 @@ async def test_an_interrupted_call_reruns_for_safe_and_keyed_tools(db: Path, ret
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert end.state == "done"
     assert [("o1", intent.key if retry == "keyed" else None)] == CALLS
-    ran = (await store.events("r1"))[1]
+    events = await store.events("r1")
+    assert events[1].trigger == "takeover" and f"retry='{retry}'" in events[1].reason
+    ran = events[2]
     assert f"retry='{retry}'" in ran.reason and "ran again" in ran.reason
 
 
@@ -115,7 +117,7 @@ async def test_a_reconcile_hook_settles_an_interrupted_call(db: Path, happened: 
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert asked == ["o1"] and end.state == "done"
     assert ([] if happened else [("o1", None)]) == CALLS
-    ran = (await store.events("r1"))[1]
+    ran = (await store.events("r1"))[2]
     assert ran.result == ("already refunded o1" if happened else "refunded o1")
     assert ("reported that it had run" in ran.reason) == happened
 
@@ -290,7 +292,8 @@ async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:
                     edges=(Edge("settle", "done"),))
     store = SQLiteStore(db)
     before = await store.load("r1")
-    with pytest.raises(ChartChangedError, match=r"'resolve\.act' is not a leaf of the new chart"):
+    with pytest.raises(ChartChangedError,
+                       match=r"after <lambda>: the state 'resolve\.act' is not a leaf"):
         await resume(changed, "r1", store=store, model=ScriptedModel([]), migrate=lambda r: r)
     assert await store.load("r1") == before
 

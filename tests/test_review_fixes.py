@@ -202,8 +202,9 @@ async def test_bad_edits_are_refused_and_change_nothing() -> None:
     assert await store.load(end.run_id) == end
     rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "7"})
     assert rec.event.call is not None and rec.event.call.arguments == {"to": "a", "amount": 7}
-    [intent] = await store.intents(end.run_id)
+    proposed, intent = await store.intents(end.run_id)  # the edit is recorded again
     assert intent.call.arguments == {"to": "a", "amount": 7} and not intent.completed
+    assert proposed.completed_seq == rec.event.seq and proposed.key != intent.key
 
 
 async def test_a_cancel_while_a_call_may_run_leaves_its_intent_open() -> None:

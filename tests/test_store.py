@@ -116,7 +116,7 @@ async def test_a_live_lease_excludes_other_holders_until_released(store: Store) 
     end, _, _, _ = await run_script(chart(), [], store=store)
     first = await store.acquire(end.run_id, "a", ttl=30)
     assert not first.took_over
-    with pytest.raises(LeaseHeldError, match="being driven by a"):
+    with pytest.raises(LeaseHeldError, match=f"being driven by {first.holder}"):
         await store.acquire(end.run_id, "b", ttl=30)
     await store.release(first)
     second = await store.acquire(end.run_id, "b", ttl=30)
@@ -128,9 +128,18 @@ async def test_an_unclean_release_or_expiry_is_a_takeover(store: Store) -> None:
     first = await store.acquire(end.run_id, "a", ttl=30)
     await store.release(first, clean=False)
     second = await store.acquire(end.run_id, "b", ttl=0.0)  # expires at once
-    assert second.took_over and second.previous == "a"
+    assert second.took_over and second.previous == first.holder
+    assert first.holder.startswith("a#")
     third = await store.acquire(end.run_id, "c", ttl=30)
-    assert third.took_over and third.previous == "b"
+    assert third.took_over and third.previous == second.holder
+
+
+async def test_one_name_is_not_one_holder(store: Store) -> None:
+    """A restarted worker under its old name must wait like anyone else, then takes over."""
+    end, _, _, _ = await run_script(chart(), [], store=store)
+    first = await store.acquire(end.run_id, "worker", ttl=30)
+    with pytest.raises(LeaseHeldError, match=f"being driven by {first.holder}"):
+        await store.acquire(end.run_id, "worker", ttl=30)
 
 
 async def test_appending_under_a_lost_lease_is_refused(store: Store) -> None:

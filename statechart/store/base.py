@@ -7,6 +7,8 @@ snapshot and the transcript delta, atomically, fenced by `UNIQUE(run_id, seq)`.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +25,7 @@ class Lease:
 
     run_id: str
     holder: str
+    """The driver's name plus a nonce unique to this acquisition (what appends are fenced by)."""
     ttl: float
     took_over: bool = False
     """The previous holder never released it (killed or interrupted mid-call): an open
@@ -30,12 +33,18 @@ class Lease:
     previous: str | None = None
 
 
+def lease_holder(name: str) -> str:
+    """`name` plus a nonce: two acquisitions under one name are still two holders."""
+    return f"{name}#{uuid.uuid4().hex[:8]}"
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where runs live. All methods are async so database backends fit the same shape."""
 
-    async def create(self, run: Run) -> None:
-        """Store a new run's first snapshot (seq 0); raises `ConflictError` if the id exists."""
+    async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
+        """Store a new run's first snapshot (its replay base) and the open `intents` it starts
+        with (a fork's); raises `ConflictError` if the id exists."""
         ...
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
@@ -54,7 +63,8 @@ class Store(Protocol):
         ...
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
-        """Take the run's lease; raises `LeaseHeldError` while another holder's is live."""
+        """Take the run's lease; raises `LeaseHeldError` while any live lease exists, even one
+        taken under the same name (names are not identities: a restarted worker must wait)."""
         ...
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:

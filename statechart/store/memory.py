@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from ..errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from ..models.base import Message
 from ..run import Event, Intent, Run, Status, Step
-from .base import DEFAULT_LEASE_TTL, Lease
+from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
 
 
 class MemoryStore:
@@ -19,18 +20,18 @@ class MemoryStore:
         self._events: dict[str, list[Event]] = {}
         self._transcripts: dict[tuple[str, int], list[Message]] = {}
         self._fingerprints: dict[str, set[str]] = {}
-        self._intents: dict[str, dict[str, Intent]] = {}
+        self._intents: dict[str, list[Intent]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
         self._charts: dict[str, str] = {}
 
-    async def create(self, run: Run) -> None:
+    async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         if run.run_id in self._runs:
             raise ConflictError(f"run {run.run_id} already exists; choose another run id")
         self._runs[run.run_id] = run
         self._bases[run.run_id] = [run]
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
-        self._intents[run.run_id] = {}
+        self._intents[run.run_id] = list(intents)
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         event = step.event
@@ -61,12 +62,12 @@ class MemoryStore:
             self._fingerprints[run_id].add(event.fingerprint)
         intents = self._intents[run_id]
         for call_id in step.closed:
-            if call_id in intents:
-                intents[call_id] = intents[call_id].model_copy(
-                    update={"completed": True, "completed_seq": event.seq})
+            for i, intent in enumerate(intents):
+                if intent.call.id == call_id and not intent.completed:
+                    intents[i] = intent.model_copy(
+                        update={"completed": True, "completed_seq": event.seq})
         if step.opened is not None:
-            intents.pop(step.opened.call.id, None)
-            intents[step.opened.call.id] = step.opened
+            intents.append(step.opened)
 
     async def load(self, run_id: str) -> Run:
         try:
@@ -98,20 +99,21 @@ class MemoryStore:
 
     async def intents(self, run_id: str) -> list[Intent]:
         await self.load(run_id)
-        return sorted(self._intents[run_id].values(), key=lambda i: i.seq)
+        return list(self._intents[run_id])
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         await self.load(run_id)
         now = time.time()
         held = self._leases.get(run_id)
-        if held is not None and held[0] != holder and held[1] > now:
+        if held is not None and held[1] > now:
             raise LeaseHeldError(
                 f"run {run_id} is being driven by {held[0]} (lease expires in "
                 f"{held[1] - now:.1f} s); wait for it, or cancel the run"
             )
-        self._leases[run_id] = (holder, now + ttl)
-        previous = held[0] if held is not None and held[0] != holder else None
-        return Lease(run_id, holder, ttl, took_over=previous is not None, previous=previous)
+        mine = lease_holder(holder)
+        self._leases[run_id] = (mine, now + ttl)
+        previous = held[0] if held is not None else None
+        return Lease(run_id, mine, ttl, took_over=previous is not None, previous=previous)
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         held = self._leases.get(lease.run_id)

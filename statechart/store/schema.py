@@ -75,8 +75,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             call TEXT NOT NULL,
             key TEXT,
             completed_seq INTEGER,
-            PRIMARY KEY (run_id, call_id)
+            PRIMARY KEY (run_id, seq)
         )""",
+        "CREATE INDEX intents_open ON intents (run_id, call_id) WHERE completed_seq IS NULL",
         # Structure of each chart version runs were started on, to explain a change.
         "CREATE TABLE charts (version TEXT PRIMARY KEY, description TEXT NOT NULL)",
     ),

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..models.base import Message, ToolCall
 from ..run import Event, Intent, Run, Status, Step
-from .base import DEFAULT_LEASE_TTL, Lease
+from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 Durability = Literal["process", "power"]
@@ -63,6 +63,7 @@ class SQLiteStore:
         self.durability = durability
         self.offload = offload
         """Run each database call in a worker thread instead of on the event loop."""
+        self.timeout = timeout
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
@@ -106,14 +107,23 @@ class SQLiteStore:
 
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:
-            return fn(*args)
+            try:
+                return fn(*args)
+            except sqlite3.OperationalError as exc:
+                about = next((a for a in args if isinstance(a, str)), None) or next(
+                    (a.event.run_id for a in args if isinstance(a, Step)), "")
+                raise StoreError(
+                    f"{self.path}: {exc} during {fn.__name__.strip('_')}"
+                    f"{f' of run {about}' if about else ''}; another process held the database "
+                    f"longer than the {self.timeout:.0f} s timeout: retry, or raise timeout="
+                ) from exc
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def create(self, run: Run) -> None:
-        await self._call(self._create, run)
+    async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
+        await self._call(self._create, run, intents)
 
-    def _create(self, run: Run) -> None:
+    def _create(self, run: Run, intents: Sequence[Intent]) -> None:
         snapshot = run.model_dump_json(exclude_defaults=True)
         with _tx(self._db) as db:
             try:
@@ -127,6 +137,8 @@ class SQLiteStore:
                     f"run {run.run_id} already exists; choose another run id") from None
             db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                        (run.run_id, run.seq, snapshot))
+            for intent in intents:
+                _insert_intent(db, run.run_id, intent)
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         await self._call(self._append, step, lease)
@@ -164,15 +176,10 @@ class SQLiteStore:
                 db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                            (run_id, event.seq, snapshot))
             for call_id in step.closed:
-                db.execute("UPDATE intents SET completed_seq=? WHERE run_id=? AND call_id=?",
-                           (event.seq, run_id, call_id))
+                db.execute("UPDATE intents SET completed_seq=? WHERE run_id=? AND call_id=? "
+                           "AND completed_seq IS NULL", (event.seq, run_id, call_id))
             if step.opened is not None:
-                i = step.opened
-                db.execute(
-                    "INSERT OR REPLACE INTO intents (run_id, call_id, seq, state, tool, call, key)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, i.call.id, i.seq, i.state, i.call.name,
-                     i.call.model_dump_json(), i.key))
+                _insert_intent(db, run_id, step.opened)
             failpoints.hit("store.append.uncommitted")
 
     def _refusal(self, db: sqlite3.Connection, event: Event, lease: Lease | None) -> Exception:
@@ -201,14 +208,14 @@ class SQLiteStore:
                 raise RunNotFoundError(f"no run {run_id} in {self.path}")
             current, expires = found
             now = time.time()
-            if current is not None and current != holder and expires > now:
+            if current is not None and expires > now:
                 raise LeaseHeldError(
                     f"run {run_id} is being driven by {current} (lease expires in "
                     f"{expires - now:.1f} s); wait for it, or cancel the run")
+            mine = lease_holder(holder)
             db.execute("UPDATE runs SET lease_holder=?, lease_expires=? WHERE run_id=?",
-                       (holder, now + ttl, run_id))
-        previous = current if current is not None and current != holder else None
-        return Lease(run_id, holder, ttl, took_over=previous is not None, previous=previous)
+                       (mine, now + ttl, run_id))
+        return Lease(run_id, mine, ttl, took_over=current is not None, previous=current)
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         await self._call(self._release, lease, clean)
@@ -319,6 +326,13 @@ class SQLiteStore:
         found = self._db.execute("SELECT description FROM charts WHERE version=?",
                                  (version,)).fetchone()
         return None if found is None else str(found[0])
+
+
+def _insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
+    db.execute(
+        "INSERT INTO intents (run_id, call_id, seq, state, tool, call, key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key))
 
 
 class _tx:
