@@ -161,8 +161,8 @@ async def drive(
             run = current
             yield migrated
         head = open_call(run)
-        if (lease.took_over and head is not None and run.state.endswith(".act")
-                and run.doubt != head.call.id):
+        if (lease.took_over and lease.previous_seq == run.seq and head is not None
+                and run.state.endswith(".act") and run.doubt != head.call.id):
             record = resuming_.takeover(chart.compiled, run, lease.previous, now=clock())
             await store.append(record, lease)
             run = record.run

@@ -312,3 +312,22 @@ async def test_resume_uses_the_recorded_model_spec_or_says_what_to_pass(db: Path
         assert (await resume(c, "r1", store=store)).state == "done"
     finally:
         registry._FACTORIES.pop("scripted", None)
+
+
+async def test_a_human_decision_after_a_dead_driver_clears_the_doubt(db: Path) -> None:
+    """The driver died after asking for approval (lease never released); the approval was
+    written after its last write, so the approved call cannot have started: no second ask."""
+    @tool(retry="never", needs_approval=True)
+    async def wire(order: str) -> str:
+        """Wire money."""
+        CALLS.append((order, None))
+        return "wired"
+
+    c = pay_chart(wire)
+    waiting = await interrupted(c, db, [reply(call("wire", "w", order="o1"))], stop_at=2)
+    assert waiting.state == "resolve.approve"
+    store = SQLiteStore(db)
+    await approve(c, "r1", store=store, by="ops")
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and CALLS == [("o1", None)]
+    assert "takeover" not in [e.trigger for e in await store.events("r1")]

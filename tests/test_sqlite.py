@@ -73,6 +73,18 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    db.commit()
+    db.close()
+    before = digest(path)
+    with pytest.raises(StoreError, match="SQLite database of another program"):
+        SQLiteStore(path)
+    assert digest(path) == before
+
+
 async def test_two_connections_are_fenced_by_seq(tmp_path: Path) -> None:
     """Two processes' connections on one file: the second append at a seq conflicts."""
     path = tmp_path / "runs.db"

@@ -31,6 +31,9 @@ class Lease:
     """The previous holder never released it (killed or interrupted mid-call): an open
     intent may have started, so it is settled by the tool's retry policy."""
     previous: str | None = None
+    previous_seq: int | None = None
+    """The run's seq when the previous holder last wrote: if others wrote since (a human
+    approved), nothing of the previous holder's can still be in doubt."""
 
 
 def lease_holder(name: str) -> str:

@@ -21,7 +21,8 @@ class MemoryStore:
         self._transcripts: dict[tuple[str, int], list[Message]] = {}
         self._fingerprints: dict[str, set[str]] = {}
         self._intents: dict[str, list[Intent]] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
+        self._leases: dict[str, tuple[str, float, int]] = {}
+        """run id -> (holder, expires, the run's seq when the holder last wrote)"""
         self._charts: dict[str, str] = {}
 
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
@@ -51,7 +52,7 @@ class MemoryStore:
                     f"driver {lease.holder} lost the lease of run {run_id} to "
                     f"{held[0] if held else 'nobody'}; stop driving it"
                 )
-            self._leases[run_id] = (lease.holder, time.time() + lease.ttl)
+            self._leases[run_id] = (lease.holder, time.time() + lease.ttl, event.seq)
         self._events[run_id].append(event)
         self._runs[run_id] = step.run
         if step.base:
@@ -111,9 +112,10 @@ class MemoryStore:
                 f"{held[1] - now:.1f} s); wait for it, or cancel the run"
             )
         mine = lease_holder(holder)
-        self._leases[run_id] = (mine, now + ttl)
-        previous = held[0] if held is not None else None
-        return Lease(run_id, mine, ttl, took_over=previous is not None, previous=previous)
+        self._leases[run_id] = (mine, now + ttl, self._runs[run_id].seq)
+        if held is None:
+            return Lease(run_id, mine, ttl)
+        return Lease(run_id, mine, ttl, took_over=True, previous=held[0], previous_seq=held[2])
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         held = self._leases.get(lease.run_id)
@@ -122,7 +124,7 @@ class MemoryStore:
         if clean:
             del self._leases[lease.run_id]
         else:
-            self._leases[lease.run_id] = (lease.holder, 0.0)
+            self._leases[lease.run_id] = (lease.holder, 0.0, held[2])
 
     async def save_chart(self, version: str, description: str) -> None:
         self._charts.setdefault(version, description)

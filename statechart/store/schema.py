@@ -18,7 +18,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             seq INTEGER NOT NULL,
             snapshot TEXT NOT NULL,
             lease_holder TEXT,
-            lease_expires REAL NOT NULL DEFAULT 0
+            lease_expires REAL NOT NULL DEFAULT 0,
+            lease_seq INTEGER
         )""",
         "CREATE INDEX runs_by_status ON runs (status, chart)",
         # Whole snapshots replay starts from: a run's first, and any migration.

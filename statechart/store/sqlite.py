@@ -75,6 +75,11 @@ class SQLiteStore:
     def _open(self) -> None:
         db = self._db
         version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            db.close()
+            raise StoreError(
+                f"{self.path} is an SQLite database of another program (it has tables but no "
+                "statechart schema version); choose another file (nothing was changed)")
         if version > SCHEMA_VERSION:
             db.close()
             raise SchemaVersionError(
@@ -156,10 +161,10 @@ class SQLiteStore:
                     (run.status, run.state, event.seq, snapshot, run_id, event.seq - 1))
             else:
                 cur = db.execute(
-                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=?, lease_expires=? "
-                    "WHERE run_id=? AND seq=? AND lease_holder=?",
+                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=?, lease_expires=?, "
+                    "lease_seq=? WHERE run_id=? AND seq=? AND lease_holder=?",
                     (run.status, run.state, event.seq, snapshot, time.time() + lease.ttl,
-                     run_id, event.seq - 1, lease.holder))
+                     event.seq, run_id, event.seq - 1, lease.holder))
             if cur.rowcount != 1:
                 raise self._refusal(db, event, lease)
             try:
@@ -202,20 +207,22 @@ class SQLiteStore:
 
     def _acquire(self, run_id: str, holder: str, ttl: float) -> Lease:
         with _tx(self._db) as db:
-            found = db.execute("SELECT lease_holder, lease_expires FROM runs WHERE run_id=?",
-                               (run_id,)).fetchone()
+            found = db.execute(
+                "SELECT lease_holder, lease_expires, lease_seq, seq FROM runs WHERE run_id=?",
+                (run_id,)).fetchone()
             if found is None:
                 raise RunNotFoundError(f"no run {run_id} in {self.path}")
-            current, expires = found
+            current, expires, last_seq, seq = found
             now = time.time()
             if current is not None and expires > now:
                 raise LeaseHeldError(
                     f"run {run_id} is being driven by {current} (lease expires in "
                     f"{expires - now:.1f} s); wait for it, or cancel the run")
             mine = lease_holder(holder)
-            db.execute("UPDATE runs SET lease_holder=?, lease_expires=? WHERE run_id=?",
-                       (mine, now + ttl, run_id))
-        return Lease(run_id, mine, ttl, took_over=current is not None, previous=current)
+            db.execute("UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=? "
+                       "WHERE run_id=?", (mine, now + ttl, seq, run_id))
+        return Lease(run_id, mine, ttl, took_over=current is not None, previous=current,
+                     previous_seq=last_seq if current is not None else None)
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         await self._call(self._release, lease, clean)
