@@ -263,13 +263,13 @@ async def resume(
     Uses the model the run recorded unless `model` is given; refuses a run stored under
     another chart version unless `migrate` maps it; runs `on_resume` and the entering guard.
     """
-    last = await store.load(run_id)
-    model = model or from_spec(last.model, run_id)
+    model = model or from_spec((await store.load(run_id)).model, run_id)
+    last: Run | None = None
     async for record in drive(chart, run_id, store=store, model=model, clock=clock,
                               holder=holder, lease_ttl=lease_ttl, resuming=True,
                               migrate=migrate):
         last = record.run
-    return last
+    return last if last is not None else await store.load(run_id)
 
 
 async def fork(

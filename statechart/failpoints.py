@@ -20,11 +20,12 @@ _SEEN = 0
 
 
 def _arm(spec: str) -> None:
-    global _AT
+    """Arm `name[:N]`, or disarm with an empty spec; the count starts again."""
+    global _AT, _SEEN
     name, _, count = spec.partition(":")
-    if name:
-        _ARMED[:] = [name]
-        _AT = int(count) if count.isdigit() else 1
+    _ARMED[:] = [name] if name else []
+    _AT = int(count) if count.isdigit() else 1
+    _SEEN = 0
 
 
 _arm(os.environ.get("STATECHART_FAILPOINT", ""))

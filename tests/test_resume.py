@@ -331,3 +331,26 @@ async def test_a_human_decision_after_a_dead_driver_clears_the_doubt(db: Path) -
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert end.state == "done" and CALLS == [("o1", None)]
     assert "takeover" not in [e.trigger for e in await store.events("r1")]
+
+
+class FinishedMeanwhile:
+    """A store whose run another process finishes just before this driver's lease."""
+
+    def __init__(self, inner: SQLiteStore, chart: Chart) -> None:
+        self.inner, self.chart = inner, chart
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def acquire(self, *args: Any, **kwargs: Any) -> Any:
+        await resume(self.chart, "r1", store=self.inner, model=ScriptedModel([FINISH]))
+        return await self.inner.acquire(*args, **kwargs)
+
+
+async def test_resume_returns_the_stored_run_when_another_process_finished_it(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    store = SQLiteStore(db)
+    await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    got = await resume(c, "r1", store=FinishedMeanwhile(store, c),  # type: ignore[arg-type]
+                       model=ScriptedModel([]))
+    assert got == await store.load("r1") and got.state == "done"
