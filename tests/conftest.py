@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from .durable import CALLS
 
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Path]:
+    """A fresh SQLite store path; the refund tools of tests/durable.py start with no calls."""
+    CALLS.clear()
+    yield tmp_path / "runs.db"

@@ -4,7 +4,6 @@ interrupted call by its retry policy, refusing a changed chart unless migrated."
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from statechart import (
     ScriptedModel,
     SQLiteStore,
     State,
-    Tool,
     approve,
     call,
     drive,
@@ -35,56 +33,10 @@ from statechart import (
 from statechart.models import register, registry
 from statechart.replay import replay
 
+from .durable import CALLS, DONE, FINISH, interrupted, pay_chart, refund_tool
 from .test_nesting import workflow
 
 pytestmark = pytest.mark.anyio
-DONE = State("done", kind="terminal")
-CALLS: list[tuple[str, Any]] = []
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Path]:
-    CALLS.clear()
-    yield tmp_path / "runs.db"
-
-
-async def interrupted(chart: Chart, path: Path, replies: list[Any], stop_at: int) -> Run:
-    """Drive a run until event `stop_at`, then leave it as a killed driver would: the lease
-    never released, so the next driver takes over."""
-    store = SQLiteStore(path)
-    model = ScriptedModel(replies)
-    run = await start(chart, store=store, model=model, run_id="r1")
-    async with contextlib.aclosing(drive(chart, run, store=store, model=model)) as steps:
-        async for record in steps:
-            if record.event.seq == stop_at:
-                break
-    lease = await store.acquire("r1", "killed-driver", ttl=60)
-    await store.release(lease, clean=False)
-    last = await store.load("r1")
-    store.close()
-    return last
-
-
-def pay_chart(refund: Tool) -> Chart:
-    return Chart("pay", budget=Budget(max_steps=20),
-                 states=(State("resolve", tools=(refund,)), DONE),
-                 edges=(Edge("resolve", "done"),))
-
-
-def refund_tool(retry: str, *, reconcile: Any = None) -> Tool:
-    if retry == "keyed":
-        async def refund(order: str, idempotency_key: str | None = None) -> str:
-            CALLS.append((order, idempotency_key))
-            return f"refunded {order}"
-        return tool(retry="keyed")(refund)
-
-    async def plain(order: str) -> str:
-        CALLS.append((order, None))
-        return f"refunded {order}"
-    return tool(retry=retry, reconcile=reconcile, name="refund")(plain)  # type: ignore[arg-type]
-
-
-FINISH = reply(call("next_state", target="done"))
 
 
 @pytest.mark.parametrize("retry", ["safe", "keyed"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,9 @@ from statechart import (
     tool,
 )
 
+from .durable import CALLS, DONE, FINISH, interrupted, pay_chart
+
 pytestmark = pytest.mark.anyio
-DONE = State("done", kind="terminal")
-CALLS: list[tuple[str, Any]] = []
-FINISH = reply(call("next_state", target="done"))
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Path]:
-    CALLS.clear()
-    yield tmp_path / "runs.db"
 
 
 def never_refund() -> Tool:
@@ -63,30 +55,6 @@ def reconcile_refund(asked: list[str]) -> Tool:
     return tool(retry="reconcile", reconcile=check)(refund)
 
 
-def pay_chart(refund: Tool, *, steps: int = 20, on_resume: Any = None) -> Chart:
-    return Chart("pay", budget=Budget(max_steps=steps),
-                 states=(State("resolve", tools=(refund,), on_resume=on_resume), DONE),
-                 edges=(Edge("resolve", "done"),))
-
-
-async def killed_mid_call(chart: Chart, path: Path, replies: list[Any], stop_at: int,
-                          holder: str = "killed-driver") -> Run:
-    """Drive until event `stop_at` (the intent committed), then leave the lease as a driver
-    killed while the call ran would: held by `holder`, never released cleanly."""
-    store = SQLiteStore(path)
-    model = ScriptedModel(replies)
-    run = await start(chart, store=store, model=model, run_id="r1")
-    async with contextlib.aclosing(drive(chart, run, store=store, model=model)) as steps:
-        async for record in steps:
-            if record.event.seq == stop_at:
-                break
-    lease = await store.acquire("r1", holder, ttl=60)
-    await store.release(lease, clean=False)
-    last = await store.load("r1")
-    store.close()
-    return last
-
-
 # -- 1. the "in doubt" marker is erased by a driver that stops before settling -----------------
 
 
@@ -96,7 +64,7 @@ async def test_a_refused_resume_keeps_an_interrupted_never_call_in_doubt(db: Pat
     Today the failed driver releases the lease cleanly, so the next resume runs a
     retry='never' refund without asking a human."""
     c = pay_chart(never_refund())
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     changed = pay_chart(never_refund(), steps=21)
     store = SQLiteStore(db)
     with pytest.raises(ChartChangedError):
@@ -110,7 +78,7 @@ async def test_a_refused_resume_keeps_an_interrupted_never_call_in_doubt(db: Pat
 async def test_a_reconcile_call_in_doubt_is_reconciled_after_a_failed_resume(db: Path) -> None:
     asked: list[str] = []
     c = pay_chart(reconcile_refund(asked))
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     changed = pay_chart(reconcile_refund(asked), steps=21)
     store = SQLiteStore(db)
     with pytest.raises(ChartChangedError):
@@ -131,7 +99,7 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     from statechart import CorruptRowError
 
     c = pay_chart(never_refund())
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     raw = sqlite3.connect(db, isolation_level=None)
     good = raw.execute("SELECT body FROM transcript WHERE run_id='r1'").fetchone()[0]
     lease_before = raw.execute("SELECT lease_holder FROM runs").fetchone()
@@ -156,7 +124,7 @@ async def test_closing_drive_after_the_refresh_keeps_the_call_in_doubt(db: Path)
         return {}
 
     c = pay_chart(never_refund(), on_resume=refresh)
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     store = SQLiteStore(db)
     async with contextlib.aclosing(drive(c, "r1", store=store, model=ScriptedModel([]),
                                          resuming=True)) as steps:
@@ -175,7 +143,7 @@ async def test_a_driver_restarted_under_the_same_holder_name_sees_the_call_in_do
     """A worker with a fixed name (holder=) killed mid-call and restarted under that name:
     the lease it never released still says a call was in flight."""
     c = pay_chart(never_refund())
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1,
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1,
                           holder="worker-1")
     store = SQLiteStore(db)
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]), holder="worker-1")
@@ -284,7 +252,7 @@ async def test_an_escalating_refresh_does_not_call_an_interrupted_call_not_execu
         raise ConnectionError("crm down")
 
     c = pay_chart(never_refund(), on_resume=refresh)
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     store = SQLiteStore(db)
     end = await resume(c, "r1", store=store, model=ScriptedModel([]))
     assert end.state == "escalated"
@@ -524,7 +492,7 @@ async def test_approving_an_in_doubt_call_with_edits_keeps_the_doubtful_intent(
     call (o2). The intent of o1 (the record that it may have run, with its key) is replaced
     in place by o2's: the intents table no longer shows o1 at all."""
     c = pay_chart(never_refund())
-    await killed_mid_call(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     store = SQLiteStore(db)
     (doubtful,) = await store.intents("r1")
     waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
