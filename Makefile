@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-durable clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,9 @@ test: lint
 
 bench: $(BIN)/python
 	$(BIN)/python benchmarks/overhead.py
+
+bench-durable: $(BIN)/python   # about three minutes; writes benchmarks/results/durable.json
+	$(BIN)/python benchmarks/durable.py
 
 clean:
 	rm -rf $(VENV)
