@@ -186,11 +186,16 @@ def file_bytes(path: Path) -> int:
 
 
 def checkpoint(path: Path, mode: str = "TRUNCATE") -> None:
-    """`PRAGMA wal_checkpoint(mode)` from a second connection (the store stays open)."""
+    """`PRAGMA wal_checkpoint(mode)` from a second connection (the store stays open).
+
+    The store's background checkpointer may be mid-checkpoint: retry for a moment."""
     with contextlib.closing(sqlite3.connect(path)) as db:
-        busy, _, _ = db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-    if busy:
-        raise SystemExit(f"checkpoint of {path} was blocked")
+        for _ in range(200):
+            busy, _, _ = db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            if not busy:
+                return
+            time.sleep(0.005)
+    raise SystemExit(f"checkpoint of {path} was blocked")
 
 
 def remove_db(path: Path) -> None:

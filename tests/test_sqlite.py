@@ -172,3 +172,20 @@ async def test_writes_can_run_off_the_event_loop(tmp_path: Path) -> None:
     assert end.state == "done"
     assert await store.events(end.run_id) == [s.event for s in steps]
     store.close()
+
+
+async def test_the_wal_is_checkpointed_off_the_hot_path(tmp_path: Path) -> None:
+    """Without the background checkpointer the WAL would only be copied back past
+    BACKSTOP_PAGES; with it, the WAL stays a few appends' worth of pages."""
+    from statechart.store.sqlite import BACKSTOP_PAGES
+
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    store._checkpointer.every = 20
+    for i in range(60):
+        await run_script(chart(), [reply(call("search_kb", "c1", query=f"q{i}")), *finish()],
+                         store=store)
+    wal = (tmp_path / "runs.db-wal").stat().st_size
+    store.close()
+    assert store._checkpointer.checkpoints >= 1
+    assert wal < BACKSTOP_PAGES * 4096 / 4

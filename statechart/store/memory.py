@@ -21,6 +21,8 @@ class MemoryStore:
         self._transcripts: dict[tuple[str, int], list[Message]] = {}
         self._fingerprints: dict[str, set[str]] = {}
         self._intents: dict[str, list[Intent]] = {}
+        self._open: dict[str, dict[str, int]] = {}
+        """run id -> call id -> index of its open intent"""
         self._leases: dict[str, tuple[str, float, int]] = {}
         """run id -> (holder, expires, the run's seq when the holder last wrote)"""
         self._charts: dict[str, str] = {}
@@ -33,6 +35,8 @@ class MemoryStore:
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
         self._intents[run.run_id] = list(intents)
+        self._open[run.run_id] = {
+            i.call.id: n for n, i in enumerate(intents) if not i.completed}
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         event = step.event
@@ -61,13 +65,14 @@ class MemoryStore:
             self._transcripts.setdefault((run_id, event.visit), []).extend(step.delta)
         if event.fingerprint is not None:
             self._fingerprints[run_id].add(event.fingerprint)
-        intents = self._intents[run_id]
+        intents, open_ = self._intents[run_id], self._open[run_id]
         for call_id in step.closed:
-            for i, intent in enumerate(intents):
-                if intent.call.id == call_id and not intent.completed:
-                    intents[i] = intent.model_copy(
-                        update={"completed": True, "completed_seq": event.seq})
+            n = open_.pop(call_id, None)
+            if n is not None:
+                intents[n] = intents[n].model_copy(
+                    update={"completed": True, "completed_seq": event.seq})
         if step.opened is not None:
+            open_[step.opened.call.id] = len(intents)
             intents.append(step.opened)
 
     async def load(self, run_id: str) -> Run:

@@ -55,17 +55,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             fingerprint TEXT,
             exhausted TEXT,
             edge TEXT,
-            body TEXT NOT NULL,
-            PRIMARY KEY (run_id, seq)
-        ) WITHOUT ROWID""",
+            body TEXT NOT NULL
+        )""",
+        "CREATE UNIQUE INDEX events_by_run ON events (run_id, seq)",
         # Transcript deltas, one row per step that appended messages, keyed by visit.
         """CREATE TABLE transcript (
             run_id TEXT NOT NULL,
             visit INTEGER NOT NULL,
             seq INTEGER NOT NULL,
-            body TEXT NOT NULL,
-            PRIMARY KEY (run_id, visit, seq)
-        ) WITHOUT ROWID""",
+            body TEXT NOT NULL
+        )""",
+        "CREATE UNIQUE INDEX transcript_by_visit ON transcript (run_id, visit, seq)",
         # Tool calls recorded before they run; completed_seq once they left the queue.
         """CREATE TABLE intents (
             run_id TEXT NOT NULL,
@@ -77,8 +77,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             key TEXT,
             completed_seq INTEGER,
             PRIMARY KEY (run_id, seq)
-        )""",
-        "CREATE INDEX intents_open ON intents (run_id, call_id) WHERE completed_seq IS NULL",
+        ) WITHOUT ROWID""",
+        "CREATE INDEX intents_open ON intents (run_id) WHERE completed_seq IS NULL",
         # Structure of each chart version runs were started on, to explain a change.
         "CREATE TABLE charts (version TEXT PRIMARY KEY, description TEXT NOT NULL)",
     ),

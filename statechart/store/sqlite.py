@@ -8,7 +8,6 @@ tables and what each durability setting promises.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -17,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from .. import failpoints
 from ..errors import (
@@ -32,21 +31,23 @@ from ..errors import (
 from ..models.base import Message, ToolCall
 from ..run import Event, Intent, Run, Status, Step
 from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
+from .checkpoint import Checkpointer
+from .rows import (
+    COLUMNS,
+    INSERT_EVENT,
+    MESSAGES,
+    corrupt,
+    event_of,
+    event_row,
+    insert_intent,
+    parse,
+)
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 Durability = Literal["process", "power"]
 T = TypeVar("T")
-_MESSAGES = TypeAdapter(list[Message])
-_CALL = TypeAdapter(ToolCall)
-_COLUMNS = (
-    "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
-    "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
-    "intent, key, by, fingerprint, exhausted, edge, body"
-)
-_BODY = {"call", "calls", "result", "patch", "visit", "delta", "entered", "exited"}
-_USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
-          "cost_micros", "wall_ms")
-_INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 25)})"
+BACKSTOP_PAGES = 10_000
+"""WAL pages (4 KiB) past which SQLite checkpoints inside a COMMIT itself."""
 
 
 class SQLiteStore:
@@ -71,6 +72,7 @@ class SQLiteStore:
             self._open()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} cannot be opened as a statechart store: {exc}") from None
+        self._checkpointer = Checkpointer(self.path)
 
     def _open(self) -> None:
         db = self._db
@@ -87,6 +89,9 @@ class SQLiteStore:
                 f"{SCHEMA_VERSION}; upgrade statechart to open it (nothing was changed)"
             )
         db.execute("PRAGMA journal_mode=WAL")
+        # The background checkpointer keeps the WAL short; SQLite's own checkpoint, inside
+        # some COMMIT, is only the backstop for when it falls behind.
+        db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'power' else 'NORMAL'}")
         for target in range(version + 1, SCHEMA_VERSION + 1):
             db.execute("BEGIN IMMEDIATE")
@@ -102,7 +107,8 @@ class SQLiteStore:
                 raise
 
     def close(self) -> None:
-        """Close the connection (the WAL is checkpointed by SQLite)."""
+        """Stop the checkpointer and close the connection (SQLite checkpoints the WAL)."""
+        self._checkpointer.close()
         self._db.close()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -143,7 +149,7 @@ class SQLiteStore:
             db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                        (run.run_id, run.seq, snapshot))
             for intent in intents:
-                _insert_intent(db, run.run_id, intent)
+                insert_intent(db, run.run_id, intent)
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         await self._call(self._append, step, lease)
@@ -152,7 +158,7 @@ class SQLiteStore:
         event, run = step.event, step.run
         run_id = event.run_id
         snapshot = run.model_dump_json(exclude_defaults=True)
-        row = _event_row(event)
+        row = event_row(event)
         with _tx(self._db) as db:
             if lease is None:
                 cur = db.execute(
@@ -168,7 +174,7 @@ class SQLiteStore:
             if cur.rowcount != 1:
                 raise self._refusal(db, event, lease)
             try:
-                db.execute(_INSERT_EVENT, row)
+                db.execute(INSERT_EVENT, row)
             except sqlite3.IntegrityError:
                 raise ConflictError(
                     f"run {run_id} already has event {event.seq}; reload the run") from None
@@ -176,16 +182,18 @@ class SQLiteStore:
                 db.execute(
                     "INSERT INTO transcript (run_id, visit, seq, body) VALUES (?, ?, ?, ?)",
                     (run_id, event.visit, event.seq,
-                     _MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()))
+                     MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()))
             if step.base:
                 db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                            (run_id, event.seq, snapshot))
             for call_id in step.closed:
-                db.execute("UPDATE intents SET completed_seq=? WHERE run_id=? AND call_id=? "
+                db.execute("UPDATE intents INDEXED BY intents_open SET completed_seq=? "
+                           "WHERE run_id=? AND call_id=? "
                            "AND completed_seq IS NULL", (event.seq, run_id, call_id))
             if step.opened is not None:
-                _insert_intent(db, run_id, step.opened)
+                insert_intent(db, run_id, step.opened)
             failpoints.hit("store.append.uncommitted")
+        self._checkpointer.appended()
 
     def _refusal(self, db: sqlite3.Connection, event: Event, lease: Lease | None) -> Exception:
         found = db.execute("SELECT seq, lease_holder FROM runs WHERE run_id=?",
@@ -252,7 +260,7 @@ class SQLiteStore:
                                  (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(f"no run {run_id} in {self.path}")
-        return _parse(Run, found[0], f"runs row of run {run_id}")
+        return parse(Run, found[0], f"runs row of run {run_id}")
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         return await self._call(self._base, run_id, at)
@@ -264,7 +272,7 @@ class SQLiteStore:
         if found is None:
             self._load(run_id)
             raise CorruptRowError(f"run {run_id} has no base snapshot in {self.path}")
-        return _parse(Run, found[1], f"bases row of run {run_id} at seq {found[0]}")
+        return parse(Run, found[1], f"bases row of run {run_id} at seq {found[0]}")
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         return await self._call(self._runs, status, chart)
@@ -273,7 +281,7 @@ class SQLiteStore:
         rows = self._db.execute(
             "SELECT run_id, snapshot FROM runs WHERE (?1 IS NULL OR status=?1) "
             "AND (?2 IS NULL OR chart=?2) ORDER BY rowid", (status, chart)).fetchall()
-        return [_parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
+        return [parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         return await self._call(self._events, run_id, after)
@@ -281,9 +289,9 @@ class SQLiteStore:
     def _events(self, run_id: str, after: int) -> list[Event]:
         self._load(run_id)
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq",
+            f"SELECT {COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq",
             (run_id, after)).fetchall()
-        return [_event(row) for row in rows]
+        return [event_of(row) for row in rows]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
         return await self._call(self._transcript, run_id, visit)
@@ -296,9 +304,9 @@ class SQLiteStore:
         ):
             where = f"transcript row of run {run_id} at seq {seq}"
             try:
-                out.extend(_MESSAGES.validate_json(body))
+                out.extend(MESSAGES.validate_json(body))
             except (ValidationError, ValueError, TypeError) as exc:
-                raise _corrupt(where, exc) from None
+                raise corrupt(where, exc) from None
         return out
 
     async def fingerprints(self, run_id: str) -> set[str]:
@@ -321,7 +329,7 @@ class SQLiteStore:
             "SELECT call_id, seq, state, call, key, completed_seq FROM intents "
             "WHERE run_id=? ORDER BY seq", (run_id,),
         ):
-            parsed = _parse(ToolCall, call, f"intents row of run {run_id}, call {call_id}")
+            parsed = parse(ToolCall, call, f"intents row of run {run_id}, call {call_id}")
             out.append(Intent(call=parsed, state=state, seq=seq, key=key,
                               completed=done is not None, completed_seq=done))
         return out
@@ -333,13 +341,6 @@ class SQLiteStore:
         found = self._db.execute("SELECT description FROM charts WHERE version=?",
                                  (version,)).fetchone()
         return None if found is None else str(found[0])
-
-
-def _insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
-    db.execute(
-        "INSERT INTO intents (run_id, call_id, seq, state, tool, call, key) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key))
 
 
 class _tx:
@@ -354,54 +355,3 @@ class _tx:
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-
-
-def _event_row(e: Event) -> tuple[Any, ...]:
-    u = e.usage
-    body = e.model_dump_json(include=_BODY, exclude_defaults=True)
-    return (
-        e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
-        e.call.name if e.call is not None else ",".join(c.name for c in e.calls) or None,
-        e.refused, e.error,
-        u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
-        u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
-        body,
-    )
-
-
-def _event(row: tuple[Any, ...]) -> Event:
-    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
-     *rest) = row
-    usage = dict(zip(_USAGE, rest[:7], strict=True))
-    intent, key, by, fp, exhausted, edge, body = rest[7:]
-    where = f"events row of run {run_id} at seq {seq}"
-    try:
-        fields = json.loads(body)
-        if not isinstance(fields, dict):
-            raise ValueError("the body is not a JSON object")
-        return Event.model_validate({
-            **fields, "run_id": run_id, "seq": seq, "time": at, "source": source,
-            "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
-            "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
-            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge,
-        })
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise _corrupt(where, exc) from None
-
-
-M = TypeVar("M", Run, ToolCall)
-
-
-def _parse(cls: type[M], text: Any, where: str) -> M:
-    try:
-        return cls.model_validate_json(text)
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise _corrupt(where, exc) from None
-
-
-def _corrupt(where: str, exc: Exception) -> CorruptRowError:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return CorruptRowError(
-        f"{where} is corrupt or truncated ({first}); it was changed outside statechart. "
-        "Nothing was written; restore the file from a backup or fork the run before that seq"
-    )

@@ -1,0 +1,83 @@
+"""How records become SQLite rows and back: column lists, JSON bodies, corrupt-row errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..errors import CorruptRowError
+from ..models.base import Message, ToolCall
+from ..run import Event, Intent, Run
+
+MESSAGES = TypeAdapter(list[Message])
+COLUMNS = (
+    "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
+    "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
+    "intent, key, by, fingerprint, exhausted, edge, body"
+)
+BODY = {"call", "calls", "result", "patch", "visit", "delta", "entered", "exited"}
+USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
+          "cost_micros", "wall_ms")
+INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 25)})"
+
+
+
+def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
+    db.execute(
+        "INSERT INTO intents (run_id, call_id, seq, state, tool, call, key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key))
+
+
+def event_row(e: Event) -> tuple[Any, ...]:
+    u = e.usage
+    body = e.model_dump_json(include=BODY, exclude_defaults=True)
+    return (
+        e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
+        e.call.name if e.call is not None else ",".join(c.name for c in e.calls) or None,
+        e.refused, e.error,
+        u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
+        u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
+        body,
+    )
+
+
+def event_of(row: tuple[Any, ...]) -> Event:
+    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
+     *rest) = row
+    usage = dict(zip(USAGE, rest[:7], strict=True))
+    intent, key, by, fp, exhausted, edge, body = rest[7:]
+    where = f"events row of run {run_id} at seq {seq}"
+    try:
+        fields = json.loads(body)
+        if not isinstance(fields, dict):
+            raise ValueError("the body is not a JSON object")
+        return Event.model_validate({
+            **fields, "run_id": run_id, "seq": seq, "time": at, "source": source,
+            "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
+            "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
+            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge,
+        })
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise corrupt(where, exc) from None
+
+
+M = TypeVar("M", Run, ToolCall)
+
+
+def parse(cls: type[M], text: Any, where: str) -> M:
+    try:
+        return cls.model_validate_json(text)
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise corrupt(where, exc) from None
+
+
+def corrupt(where: str, exc: Exception) -> CorruptRowError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CorruptRowError(
+        f"{where} is corrupt or truncated ({first}); it was changed outside statechart. "
+        "Nothing was written; restore the file from a backup or fork the run before that seq"
+    )
