@@ -28,6 +28,7 @@ from .lineage import Migration
 from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
+from .replay import edges
 from .run import Run, Step, Visit
 from .step import advance
 from .store.base import DEFAULT_LEASE_TTL, Store
@@ -227,7 +228,9 @@ async def _refresh_inputs(
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"
     if problem is None:
-        entering = await lineage.entering_edge(store, run, owner)
+        guarded = any(t.dest == owner and t.edge is not None and t.edge.guard is not None
+                      for t in edges(cc).values())
+        entering = await lineage.entering_edge(store, run, owner) if guarded else None
         problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)
     if state.on_resume is None and problem is None:
         return None
