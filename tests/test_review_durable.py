@@ -101,9 +101,9 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     c = pay_chart(never_refund())
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     raw = sqlite3.connect(db, isolation_level=None)
-    good = raw.execute("SELECT body FROM transcript WHERE run_id='r1'").fetchone()[0]
+    good = raw.execute("SELECT messages FROM events WHERE run_id='r1' AND seq=1").fetchone()[0]
     lease_before = raw.execute("SELECT lease_holder FROM runs").fetchone()
-    raw.execute("UPDATE transcript SET body='[{\"role\": \"wizard\"}]'")
+    raw.execute("UPDATE events SET messages='[{\"role\": \"wizard\"}]' WHERE seq=1")
     store = SQLiteStore(db)
     with pytest.raises(CorruptRowError):
         await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
@@ -112,7 +112,7 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     holder, expires = raw.execute("SELECT lease_holder, lease_expires FROM runs").fetchone()
     assert holder is not None and holder != lease_before[0] and expires == 0
     assert (await store.events("r1"))[-1].trigger != "takeover"  # nothing was appended
-    raw.execute("UPDATE transcript SET body=?", (good,))  # restored from a backup
+    raw.execute("UPDATE events SET messages=? WHERE seq=1", (good,))  # restored from a backup
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert CALLS == [] and end.state == "resolve.approve"
 

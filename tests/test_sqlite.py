@@ -145,8 +145,8 @@ async def test_a_truncated_snapshot_is_a_clear_error_and_nothing_changes(tmp_pat
 
 async def test_a_corrupt_transcript_row_is_a_clear_error(tmp_path: Path) -> None:
     await corrupt_and_check(
-        tmp_path, "UPDATE transcript SET body = '[{\"role\": \"wizard\"}]'",
-        "transcript row of run r1 at seq 1 is corrupt")
+        tmp_path, "UPDATE events SET messages = '[{\"role\": \"wizard\"}]' "
+        "WHERE messages IS NOT NULL", "transcript of run r1 at seq 1 is corrupt")
 
 
 async def test_a_corrupt_event_row_is_a_clear_error(tmp_path: Path) -> None:

@@ -10,30 +10,32 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..errors import CorruptRowError
 from ..models.base import Message, ToolCall
-from ..run import Event, Intent, Run
+from ..run import Event, Intent, Run, Step
 
 MESSAGES = TypeAdapter(list[Message])
 COLUMNS = (
     "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
     "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
-    "intent, key, by, fingerprint, exhausted, edge, body"
+    "intent, key, by, fingerprint, exhausted, edge, closes, visit, messages, body"
 )
-BODY = {"call", "calls", "result", "patch", "visit", "delta", "entered", "exited"}
+BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited"}
 USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
           "cost_micros", "wall_ms")
-INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 25)})"
+INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 28)})"
 
 
 
 def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
     db.execute(
-        "INSERT INTO intents (run_id, call_id, seq, state, tool, call, key) "
+        "INSERT INTO intent_rows (run_id, call_id, seq, state, tool, call, key) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key))
 
 
-def event_row(e: Event) -> tuple[Any, ...]:
-    u = e.usage
+def event_row(step: Step) -> tuple[Any, ...]:
+    e, u = step.event, step.event.usage
+    messages = (MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()
+                if step.delta else None)
     body = e.model_dump_json(include=BODY, exclude_defaults=True)
     return (
         e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
@@ -41,7 +43,7 @@ def event_row(e: Event) -> tuple[Any, ...]:
         e.refused, e.error,
         u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
         u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
-        body,
+        ",".join(step.closed) or None, e.visit, messages, body,
     )
 
 
@@ -49,7 +51,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
     (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
      *rest) = row
     usage = dict(zip(USAGE, rest[:7], strict=True))
-    intent, key, by, fp, exhausted, edge, body = rest[7:]
+    intent, key, by, fp, exhausted, edge, _closes, visit, _messages, body = rest[7:]
     where = f"events row of run {run_id} at seq {seq}"
     try:
         fields = json.loads(body)
@@ -59,10 +61,47 @@ def event_of(row: tuple[Any, ...]) -> Event:
             **fields, "run_id": run_id, "seq": seq, "time": at, "source": source,
             "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
             "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
-            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge,
+            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge, "visit": visit,
         })
     except (ValidationError, ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None
+
+
+def messages_of(rows: Any, run_id: str) -> list[Message]:
+    """The transcript messages stored in `(seq, messages)` rows, in order."""
+    out: list[Message] = []
+    for seq, text in rows:
+        try:
+            out.extend(MESSAGES.validate_json(text))
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise corrupt(f"transcript of run {run_id} at seq {seq}", exc) from None
+    return out
+
+
+def intents_of(rows: Any, closes: Any, run_id: str) -> list[Intent]:
+    """Intents from `intent_rows` rows and the `(seq, closes)` of the events that completed
+    them: a close completes the open intent of that call id, before any opened at its seq."""
+    pending = sorted(closes)
+    out: list[Intent] = []
+    open_: dict[str, int] = {}
+    k = 0
+    for call_id, seq, state, call, key in rows:
+        while k < len(pending) and pending[k][0] <= seq:
+            _close(out, open_, *pending[k])
+            k += 1
+        parsed = parse(ToolCall, call, f"intent of run {run_id}, call {call_id}")
+        open_[call_id] = len(out)
+        out.append(Intent(call=parsed, state=state, seq=seq, key=key))
+    for seq, ids in pending[k:]:
+        _close(out, open_, seq, ids)
+    return out
+
+
+def _close(out: list[Intent], open_: dict[str, int], seq: int, ids: str) -> None:
+    for call_id in ids.split(","):
+        n = open_.pop(call_id, None)
+        if n is not None:
+            out[n] = out[n].model_copy(update={"completed": True, "completed_seq": seq})
 
 
 M = TypeVar("M", Run, ToolCall)

@@ -29,7 +29,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             snapshot TEXT NOT NULL,
             PRIMARY KEY (run_id, seq)
         ) WITHOUT ROWID""",
-        # One row per transition; never updated.
+        # One row per transition, never updated: the event, the transcript messages it
+        # added (`messages`, keyed by `visit`), the intent it recorded (`intent`, `key`) or
+        # completed (`closes`).
         """CREATE TABLE events (
             run_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
@@ -55,30 +57,29 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             fingerprint TEXT,
             exhausted TEXT,
             edge TEXT,
+            closes TEXT,
+            visit INTEGER,
+            messages TEXT,
             body TEXT NOT NULL
         )""",
         "CREATE UNIQUE INDEX events_by_run ON events (run_id, seq)",
-        # Transcript deltas, one row per step that appended messages, keyed by visit.
-        """CREATE TABLE transcript (
+        # Tool calls recorded before they run (insert only; `closes` in events completes them).
+        """CREATE TABLE intent_rows (
             run_id TEXT NOT NULL,
-            visit INTEGER NOT NULL,
             seq INTEGER NOT NULL,
-            body TEXT NOT NULL
-        )""",
-        "CREATE UNIQUE INDEX transcript_by_visit ON transcript (run_id, visit, seq)",
-        # Tool calls recorded before they run; completed_seq once they left the queue.
-        """CREATE TABLE intents (
-            run_id TEXT NOT NULL,
             call_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
             state TEXT NOT NULL,
             tool TEXT NOT NULL,
             call TEXT NOT NULL,
             key TEXT,
-            completed_seq INTEGER,
             PRIMARY KEY (run_id, seq)
         ) WITHOUT ROWID""",
-        "CREATE INDEX intents_open ON intents (run_id) WHERE completed_seq IS NULL",
+        # For plain SQL: each intent with the seq of the event that completed it, if any.
+        """CREATE VIEW intents AS
+            SELECT i.run_id, i.call_id, i.seq, i.state, i.tool, i.call, i.key,
+                   (SELECT min(e.seq) FROM events e WHERE e.run_id = i.run_id
+                    AND e.seq > i.seq AND e.closes = i.call_id) AS completed_seq
+            FROM intent_rows i""",
         # Structure of each chart version runs were started on, to explain a change.
         "CREATE TABLE charts (version TEXT PRIMARY KEY, description TEXT NOT NULL)",
     ),

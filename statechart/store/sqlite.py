@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
-from pydantic import ValidationError
 
 from .. import failpoints
 from ..errors import (
@@ -28,18 +27,18 @@ from ..errors import (
     SchemaVersionError,
     StoreError,
 )
-from ..models.base import Message, ToolCall
+from ..models.base import Message
 from ..run import Event, Intent, Run, Status, Step
 from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
 from .checkpoint import Checkpointer
 from .rows import (
     COLUMNS,
     INSERT_EVENT,
-    MESSAGES,
-    corrupt,
     event_of,
     event_row,
     insert_intent,
+    intents_of,
+    messages_of,
     parse,
 )
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -158,7 +157,7 @@ class SQLiteStore:
         event, run = step.event, step.run
         run_id = event.run_id
         snapshot = run.model_dump_json(exclude_defaults=True)
-        row = event_row(event)
+        row = event_row(step)
         with _tx(self._db) as db:
             if lease is None:
                 cur = db.execute(
@@ -178,18 +177,9 @@ class SQLiteStore:
             except sqlite3.IntegrityError:
                 raise ConflictError(
                     f"run {run_id} already has event {event.seq}; reload the run") from None
-            if step.delta and event.visit is not None:
-                db.execute(
-                    "INSERT INTO transcript (run_id, visit, seq, body) VALUES (?, ?, ?, ?)",
-                    (run_id, event.visit, event.seq,
-                     MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()))
             if step.base:
                 db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                            (run_id, event.seq, snapshot))
-            for call_id in step.closed:
-                db.execute("UPDATE intents INDEXED BY intents_open SET completed_seq=? "
-                           "WHERE run_id=? AND call_id=? "
-                           "AND completed_seq IS NULL", (event.seq, run_id, call_id))
             if step.opened is not None:
                 insert_intent(db, run_id, step.opened)
             failpoints.hit("store.append.uncommitted")
@@ -297,17 +287,10 @@ class SQLiteStore:
         return await self._call(self._transcript, run_id, visit)
 
     def _transcript(self, run_id: str, visit: int) -> list[Message]:
-        out: list[Message] = []
-        for seq, body in self._db.execute(
-            "SELECT seq, body FROM transcript WHERE run_id=? AND visit=? ORDER BY seq",
-            (run_id, visit),
-        ):
-            where = f"transcript row of run {run_id} at seq {seq}"
-            try:
-                out.extend(MESSAGES.validate_json(body))
-            except (ValidationError, ValueError, TypeError) as exc:
-                raise corrupt(where, exc) from None
-        return out
+        rows = self._db.execute(
+            "SELECT seq, messages FROM events WHERE run_id=? AND seq>=? AND visit=? "
+            "AND messages IS NOT NULL ORDER BY seq", (run_id, visit, visit))
+        return messages_of(rows, run_id)
 
     async def fingerprints(self, run_id: str) -> set[str]:
         return await self._call(self._fingerprints, run_id)
@@ -324,15 +307,13 @@ class SQLiteStore:
 
     def _intents(self, run_id: str) -> list[Intent]:
         self._load(run_id)
-        out = []
-        for call_id, seq, state, call, key, done in self._db.execute(
-            "SELECT call_id, seq, state, call, key, completed_seq FROM intents "
-            "WHERE run_id=? ORDER BY seq", (run_id,),
-        ):
-            parsed = parse(ToolCall, call, f"intents row of run {run_id}, call {call_id}")
-            out.append(Intent(call=parsed, state=state, seq=seq, key=key,
-                              completed=done is not None, completed_seq=done))
-        return out
+        rows = self._db.execute(
+            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=? "
+            "ORDER BY seq", (run_id,)).fetchall()
+        closes = self._db.execute(
+            "SELECT seq, closes FROM events WHERE run_id=? AND closes IS NOT NULL",
+            (run_id,)).fetchall()
+        return intents_of(rows, closes, run_id)
 
     async def chart_description(self, version: str) -> str | None:
         return await self._call(self._chart_description, version)
