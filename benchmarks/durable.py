@@ -557,6 +557,7 @@ def summarize(timed: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
                          for s in sizes}
         flat[kind] = {key: r(written[kind][last][key]["median"]
                              / written[kind][first][key]["median"])
+                      if written[kind][first][key]["median"] else None
                       for key in written[kind][first]}
     return {"us_per_transition": us_out, "ratios": ratios, "bytes_per_transition": written,
             "bytes_ratio_longest_to_shortest": flat}
@@ -605,7 +606,8 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "process_us_met": process_us <= TARGET_PROCESS_US,
             "bytes_flat_within": TARGET_FLAT,
             "bytes_flat_met": {
-                kind: {k: abs(flat[kind][k] - 1) <= TARGET_FLAT for k in FLAT_KEYS}
+                kind: {k: flat[kind][k] is not None and abs(flat[kind][k] - 1) <= TARGET_FLAT
+                       for k in FLAT_KEYS}
                 for kind in ("process_new_file", "process")
             },
         },
