@@ -58,6 +58,7 @@ from typing import Any, Literal, cast
 
 import anyio
 import pydantic
+from overhead import floor_once  # the same bare-trigger floor, side by side
 
 import statechart as sc
 
@@ -268,25 +269,6 @@ async def measured_run(
             "main_after_checkpoint": main2 - main0,
         }
     return out
-
-
-def floor_once(chart: sc.Chart, n: int) -> float:
-    """Seconds for `n` bare triggers on the compiled machine (as in `overhead.py`)."""
-    machine = chart.compiled.machine
-    holder = machine.models[0]
-    machine.set_state("work.think", model=holder)
-    allow: Callable[[Any], bool] = lambda t: True  # noqa: E731
-    fire = machine.trigger_event
-    pairs = n // 2
-    gc.collect()
-    t0 = time.perf_counter()
-    for _ in range(pairs):
-        fire(holder, "propose", allow=allow)
-        fire(holder, "results", allow=allow)
-    elapsed = time.perf_counter() - t0
-    if holder.state != "work.think":
-        raise SystemExit(f"floor machine ended in {holder.state!r}")
-    return elapsed / (pairs * 2) * n
 
 
 async def per_transition(sizes: Iterable[int], repeats: int, workdir: Path) -> dict[str, Any]:
