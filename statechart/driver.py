@@ -13,25 +13,27 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+from opentelemetry.trace import Span
 
-from . import failpoints, human, lineage
+from . import failpoints, human, lineage, tracing
 from . import resume as resuming_
 from .chart import CANCELLED, Chart
 from .effects import CallModel, Ended, Memory, Reconciled, RunHandler, RunTool, Wait, plan
 from .errors import ConflictError, RunNotFoundError
 from .intents import open_call
 from .lineage import Migration
+from .machine import CompiledChart
 from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
 from .replay import edges
-from .run import Run, Step, Visit
+from .run import Run, Step, Visit, evolve
 from .step import advance
-from .store.base import DEFAULT_LEASE_TTL, Store
+from .store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
 
@@ -53,6 +55,7 @@ async def start(
         state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id, created_at=clock(),
+        trace=tracing.run_trace_context(chart.name, run_id),
         status="waiting" if state.kind == "approval" else "running",
         reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
     )
@@ -80,6 +83,10 @@ class Session:
     transcript: list[Message] = field(default_factory=list)
     fingerprints: set[str] = field(default_factory=set)
     carry: _Carry = field(default_factory=_Carry)
+    trace: tracing.RunTrace | None = None
+    """The open spans of the drive, when it is traced."""
+    span: Span | None = None
+    """The span of the transition `step()` just made, ended once it is stored."""
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""
@@ -106,9 +113,30 @@ async def step(
     effect = plan(cc, run, memory)
     if isinstance(effect, (Wait, Ended)):
         return None
-    outcome = await _perform(effect, model)
+    rt = session.trace
+    if rt is None or not rt.on:
+        outcome = await _perform(effect, model)
+    elif isinstance(effect, CallModel):
+        with rt.chat(run) as out:
+            outcome = out["reply"] = await _perform(effect, model)
+    elif isinstance(effect, RunTool):
+        with rt.tool(run, effect.tool.name, effect.call.id, effect.arguments) as out:
+            outcome = out["result"] = await _perform(effect, model)
+    else:
+        outcome = await _perform(effect, model)
     wall_ms = session.carry.charge(time.monotonic() - started)
-    return advance(cc, run, memory, effect, outcome, now=clock(), wall_ms=wall_ms)
+    span = rt.transition_start(run) if rt is not None else None
+    record = advance(cc, run, memory, effect, outcome, now=clock(), wall_ms=wall_ms)
+    session.span = span
+    return _stamped(record, span)
+
+
+def _stamped(record: Step, span: Span | None) -> Step:
+    """The record with its transition span's id in the event."""
+    if span is None:
+        return record
+    event = evolve(record.event, {"span": f"{span.get_span_context().span_id:016x}"})
+    return replace(record, event=event)
 
 
 async def _perform(effect: Any, model: Model) -> Any:
@@ -147,9 +175,12 @@ async def drive(
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
     """
     run_id = run if isinstance(run, str) else run.run_id
+    cc = chart.compiled
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     in_flight = False
     dirty = lease.took_over  # a takeover not yet recorded: keep the lease looking abandoned
+    rt: tracing.RunTrace | None = None
+    failure: BaseException | None = None
     try:
         # Everything is read (and checked) before anything is written.
         run = await store.load(run_id)
@@ -157,26 +188,33 @@ async def drive(
         current = migrated.run if migrated is not None else run
         session = await load_session(store, current)
         refresh = await _refresh_inputs(chart, current, store) if resuming else None
-        if migrated is not None:
-            await store.append(migrated, lease)
-            run = current
-            yield migrated
-        head = open_call(run)
-        if (lease.took_over and lease.previous_seq == run.seq and head is not None
-                and run.state.endswith(".act") and run.doubt != head.call.id):
-            record = resuming_.takeover(chart.compiled, run, lease.previous, now=clock())
+        last = (await store.events(run_id, after=run.seq - 1))[-1:] if run.seq else []
+        rt = session.trace = tracing.RunTrace(cc, run, model.spec,
+                                              last[0].span if last else None)
+        for kind in ("migrate", "takeover", "refresh"):
+            found_pre: Step | None = None
+            if kind == "migrate":
+                found_pre = migrated
+            elif kind == "takeover":
+                found_pre = _takeover(cc, run, lease, clock)
+            else:
+                dirty = False  # the takeover, if any, is recorded
+                if refresh is not None:
+                    found_pre = resuming_.refreshed(cc, run, *refresh, now=clock())
+            if found_pre is None:
+                continue
+            rt.enter(run)
+            span = rt.transition_start(run)
+            record = _stamped(found_pre, span)
             await store.append(record, lease)
-            run = record.run
-            yield record
-        dirty = False
-        if refresh is not None:
-            record = resuming_.refreshed(chart.compiled, run, *refresh, now=clock())
-            await store.append(record, lease)
+            rt.transition_end(span, record)
             session.absorb(run, record)
             run = record.run
             yield record
+        dirty = False
         while True:
             in_flight = run.state.endswith(".act")
+            rt.enter(run)
             found = await step(chart, run, model=model, session=session, clock=clock)
             if found is None:
                 in_flight = False
@@ -185,24 +223,41 @@ async def drive(
             try:
                 await store.append(record, lease)
             except ConflictError:
+                rt.transition_end(session.span, record, stored=False)
                 latest = await store.load(run_id)
                 if latest.state != CANCELLED:
                     raise
-                late = resuming_.late_result(chart.compiled, latest, record, now=clock())
+                late = resuming_.late_result(cc, latest, record, now=clock())
                 if late is not None:  # the call finished after the cancel: keep its result
                     await store.append(late, lease)
                     in_flight = False
                     yield late
+                run = latest
                 return
+            rt.transition_end(session.span, record)
             if record.opened is not None:
                 failpoints.hit("intent.recorded")
             in_flight = False
             session.absorb(run, record)
             run = record.run
             yield record
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
+        if rt is not None:
+            rt.close(run if isinstance(run, Run) else None, failure)
         with anyio.CancelScope(shield=True):
             await store.release(lease, clean=not (in_flight or dirty))
+
+
+def _takeover(cc: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:
+    """The takeover event, when the last holder died while the head call could run."""
+    head = open_call(run)
+    if (lease.took_over and lease.previous_seq == run.seq and head is not None
+            and run.state.endswith(".act") and run.doubt != head.call.id):
+        return resuming_.takeover(cc, run, lease.previous, now=clock())
+    return None
 
 
 def default_holder() -> str:

@@ -196,6 +196,8 @@ class Event(BaseModel):
     """The idempotency key recorded with that intent."""
     by: str | None = None
     """Who decided, for human events."""
+    span: str | None = None
+    """Span id (hex) of this transition's OpenTelemetry span, when traced."""
 
 
 @dataclass(frozen=True)

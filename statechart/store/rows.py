@@ -16,12 +16,12 @@ MESSAGES = TypeAdapter(list[Message])
 COLUMNS = (
     "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
     "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
-    "intent, key, by, fingerprint, exhausted, edge, closes, visit, messages, body"
+    "intent, key, by, fingerprint, exhausted, edge, closes, span, visit, messages, body"
 )
 BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited"}
 USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
           "cost_micros", "wall_ms")
-INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 28)})"
+INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 29)})"
 
 
 
@@ -43,7 +43,7 @@ def event_row(step: Step) -> tuple[Any, ...]:
         e.refused, e.error,
         u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
         u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
-        ",".join(step.closed) or None, e.visit, messages, body,
+        ",".join(step.closed) or None, e.span, e.visit, messages, body,
     )
 
 
@@ -51,7 +51,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
     (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
      *rest) = row
     usage = dict(zip(USAGE, rest[:7], strict=True))
-    intent, key, by, fp, exhausted, edge, _closes, visit, _messages, body = rest[7:]
+    intent, key, by, fp, exhausted, edge, _closes, span, visit, _messages, body = rest[7:]
     where = f"events row of run {run_id} at seq {seq}"
     try:
         fields = json.loads(body)
@@ -62,6 +62,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
             "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
             "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
             "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge, "visit": visit,
+            "span": span,
         })
     except (ValidationError, ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None

@@ -58,6 +58,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             exhausted TEXT,
             edge TEXT,
             closes TEXT,
+            span TEXT,
             visit INTEGER,
             messages TEXT,
             body TEXT NOT NULL

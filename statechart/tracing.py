@@ -1,0 +1,309 @@
+"""OpenTelemetry spans for runs: one trace per run, a span per drive, state visit, model
+call, tool call and transition, with the GenAI attribute names.
+
+Only the OpenTelemetry API is used here; without a configured SDK every span is a
+no-op and nothing is exported. `configure()` (the one place that touches the SDK)
+sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
+
+from .budget import spent_of
+from .machine import CompiledChart
+from .models.base import Reply
+from .run import Run, Step
+from .tools import canonical_json
+
+# OpenTelemetry GenAI semantic conventions (defined here: the semconv package marks
+# the GenAI names experimental and deprecates them between releases).
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+ERROR_TYPE = "error.type"
+
+# Framework facts.
+RUN_ID = "statechart.run.id"
+STATE = "statechart.state"
+SOURCE = "statechart.source"
+TARGET = "statechart.target"
+TRIGGER = "statechart.trigger"
+ACTOR = "statechart.actor"
+STEP = "statechart.step"
+GUARD_REFUSED = "statechart.guard.refused"
+EXHAUSTED = "statechart.budget.exhausted"
+BUDGET = "statechart.budget"
+"""Prefix: `statechart.budget.<level>.<kind>.spent` and `.left` (`root` is the chart)."""
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
+"""Put tool arguments and results on spans (they may hold personal data): off unless set."""
+
+_TRACER = "statechart"
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer(_TRACER)
+
+
+def run_trace_context(chart_name: str, run_id: str) -> dict[str, str]:
+    """The trace a new run belongs to: the caller's current span, or a fresh
+    `create_agent` span; stored in the run so every process continues the same trace."""
+    current = trace.get_current_span().get_span_context()
+    if not current.is_valid:
+        span = tracer().start_span(f"create_agent {chart_name}", attributes={
+            GEN_AI_OPERATION_NAME: "create_agent", GEN_AI_AGENT_NAME: chart_name,
+            RUN_ID: run_id})
+        span.end()
+        current = span.get_span_context()
+    if not current.is_valid:
+        return {}
+    return {"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-01"}
+
+
+def _parent(run: Run) -> Context | None:
+    found = run.trace.get("traceparent", "").split("-")
+    if len(found) != 4:
+        return None
+    try:
+        ctx = SpanContext(int(found[1], 16), int(found[2], 16), is_remote=True,
+                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    except ValueError:
+        return None
+    return trace.set_span_in_context(trace.NonRecordingSpan(ctx))
+
+
+class RunTrace:
+    """The open spans of one drive: the agent span and a span per active state visit."""
+
+    def __init__(self, cc: CompiledChart, run: Run, model: str,
+                 last_span: str | None = None) -> None:
+        self.cc = cc
+        self.model = model
+        links = []
+        parent = _parent(run)
+        if last_span and parent is not None:
+            ctx = trace.get_current_span(parent).get_span_context()
+            links.append(Link(SpanContext(ctx.trace_id, int(last_span, 16), is_remote=True,
+                                          trace_flags=TraceFlags(TraceFlags.SAMPLED)),
+                              {"statechart.link": "last transition before this drive"}))
+        self.root = tracer().start_span(
+            f"invoke_agent {cc.chart.name}", context=parent, links=links, attributes={
+                GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: cc.chart.name,
+                GEN_AI_AGENT_ID: run.run_id, RUN_ID: run.run_id, STATE: run.state,
+                GEN_AI_REQUEST_MODEL: model})
+        self.on = self.root.is_recording()
+        self.states: dict[str, Span] = {}
+
+    # -- state visits -------------------------------------------------------------------
+
+    def enter(self, run: Run) -> None:
+        """Open a span for every user state active at `run.state` that has none."""
+        if not self.on:
+            return
+        parent = self.root
+        for path in reversed(self.cc.ancestors(run.state)):
+            if self.cc.nodes[path].state is None:
+                continue
+            span = self.states.get(path)
+            if span is None:
+                span = self.states[path] = tracer().start_span(
+                    f"state {path}", context=trace.set_span_in_context(parent),
+                    attributes={STATE: path, RUN_ID: run.run_id,
+                                "statechart.visit": run.visits.get(path, 0)})
+            parent = span
+
+    def _innermost(self, leaf: str) -> Span:
+        for path in self.cc.ancestors(leaf):
+            if path in self.states:
+                return self.states[path]
+        return self.root
+
+    # -- effects --------------------------------------------------------------------------
+
+    @contextmanager
+    def chat(self, run: Run) -> Iterator[dict[str, Any]]:
+        """A `chat {model}` span around a model call; put the `Reply` in `out["reply"]`."""
+        out: dict[str, Any] = {}
+        if not self.on:
+            yield out
+            return
+        provider, _, name = self.model.rpartition(":")
+        span = tracer().start_span(
+            f"chat {name or self.model}", context=trace.set_span_in_context(
+                self._innermost(run.state)),
+            kind=trace.SpanKind.CLIENT, attributes={
+                GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: name or self.model,
+                GEN_AI_PROVIDER_NAME: provider or self.model, STATE: run.state,
+                RUN_ID: run.run_id})
+        try:
+            yield out
+        finally:
+            reply = out.get("reply")
+            if isinstance(reply, Reply):
+                span.set_attributes({
+                    GEN_AI_RESPONSE_MODEL: reply.model or name or self.model,
+                    GEN_AI_USAGE_INPUT_TOKENS: reply.usage.input_tokens,
+                    GEN_AI_USAGE_OUTPUT_TOKENS: reply.usage.output_tokens})
+            elif isinstance(reply, BaseException):
+                _failed(span, reply)
+            span.end()
+
+    @contextmanager
+    def tool(self, run: Run, name: str, call_id: str, arguments: Any,
+             ) -> Iterator[dict[str, Any]]:
+        """An `execute_tool {tool}` span around a tool call; its outcome in `out["result"]`."""
+        out: dict[str, Any] = {}
+        if not self.on:
+            yield out
+            return
+        attributes: dict[str, Any] = {
+            GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: name,
+            GEN_AI_TOOL_CALL_ID: call_id, STATE: run.state, RUN_ID: run.run_id}
+        if capture_content:
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
+        span = tracer().start_span(
+            f"execute_tool {name}", context=trace.set_span_in_context(
+                self._innermost(run.state)), attributes=attributes)
+        try:
+            yield out
+        finally:
+            result = out.get("result")
+            if isinstance(result, BaseException):
+                _failed(span, result)
+            elif capture_content and "result" in out:
+                span.set_attribute(GEN_AI_TOOL_CALL_RESULT, str(result))
+            span.end()
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def transition_start(self, run: Run) -> Span | None:
+        """The span of the next transition (named once its target is known)."""
+        if not self.on:
+            return None
+        return tracer().start_span(
+            "transition", context=trace.set_span_in_context(self._innermost(run.state)))
+
+    def transition_end(self, span: Span | None, record: Step, *, stored: bool = True) -> None:
+        """Describe and end the transition span; close the spans of exited states."""
+        if span is None:
+            return
+        describe(span, self.cc, record)
+        if not stored:
+            span.set_status(Status(StatusCode.ERROR, "another writer appended first"))
+            span.set_attribute(ERROR_TYPE, "ConflictError")
+            span.end()
+            return
+        span.end()
+        for path in record.event.exited:
+            state_span = self.states.pop(path, None)
+            if state_span is not None:
+                state_span.end()
+
+    def close(self, run: Run | None, error: BaseException | None = None) -> None:
+        """End every open span (innermost first) and the agent span."""
+        if not self.on:
+            self.root.end()
+            return
+        for path in sorted(self.states, key=len, reverse=True):
+            self.states.pop(path).end()
+        if run is not None:
+            self.root.set_attributes({STATE: run.state, "statechart.status": run.status})
+        if error is not None:
+            _failed(self.root, error)
+        self.root.end()
+
+
+def describe(span: Span, cc: CompiledChart, record: Step) -> None:
+    """Name and annotate a transition span from its event; refusals, exhaustion, waits and
+    errors become span events and status."""
+    e, run = record.event, record.run
+    span.update_name(f"transition {e.source} -> {e.target}")
+    attributes: dict[str, Any] = {
+        RUN_ID: e.run_id, SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger,
+        ACTOR: e.actor, STEP: e.seq}
+    for level in cc.levels_of(e.source):
+        spent = run.ledger.get(level.key)
+        name = level.key or "root"
+        for kind, cap in level.caps.items():
+            used = spent_of(spent, kind) if spent is not None else 0
+            attributes[f"{BUDGET}.{name}.{kind}.spent"] = used
+            attributes[f"{BUDGET}.{name}.{kind}.left"] = max(cap - used, 0)
+    if e.refused:
+        attributes[GUARD_REFUSED] = e.refused
+        span.add_event(GUARD_REFUSED, {"reason": e.refused})
+    if e.exhausted:
+        attributes[EXHAUSTED] = e.exhausted
+        span.add_event(EXHAUSTED, {"which": e.exhausted, "reason": e.reason})
+    if run.status == "waiting":
+        span.add_event("statechart.approval.requested", {"reason": run.reason})
+    if e.actor == "human":
+        span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
+    span.set_attributes(attributes)
+    if e.error:
+        span.set_status(Status(StatusCode.ERROR, e.error))
+        span.set_attribute(ERROR_TYPE, e.error.split(":", 1)[0])
+
+
+def _failed(span: Span, exc: BaseException) -> None:
+    span.set_status(Status(StatusCode.ERROR, str(exc)))
+    span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
+
+
+
+def configure(
+    service_name: str = "statechart", *, exporter: str = "otlp", batch: bool = True,
+    content: bool | None = None,
+) -> Any:
+    """Install an SDK tracer provider exporting spans, and return it (call `shutdown()` on
+    it at exit to flush). `exporter="otlp"` sends OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`
+    (or `..._TRACES_ENDPOINT`; default http://localhost:4318), with the other standard
+    `OTEL_EXPORTER_OTLP_*` variables; `"console"` prints spans; `"none"` records without
+    exporting. An application with its own provider needs none of this."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+        SpanExporter,
+    )
+
+    global capture_content
+    if content is not None:
+        capture_content = content
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    chosen: SpanExporter | None = None
+    if exporter == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            raise ImportError(
+                "OTLP export needs the otlp extra: pip install 'statechart[otlp]'") from None
+        chosen = OTLPSpanExporter()
+    elif exporter == "console":
+        chosen = ConsoleSpanExporter()
+    elif exporter != "none":
+        raise ValueError(f"exporter={exporter!r}; use 'otlp', 'console' or 'none'")
+    if chosen is not None:
+        provider.add_span_processor(
+            BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen))
+    trace.set_tracer_provider(provider)
+    return provider
