@@ -363,7 +363,19 @@ async def _decide(
     await lineage.require_version(chart, run, store)
     record = human.decide(chart.compiled, run, approved=approved, by=by, note=note, edits=edits,
                           now=clock())
-    await store.append(record)
+    return await _append_human(chart, store, run, record)
+
+
+async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
+    """Store a human event, with a transition span in the run's trace."""
+    span = tracing.human_span(run)
+    record = _stamped(record, span)
+    try:
+        await store.append(record)
+    finally:
+        if span is not None:
+            tracing.describe(span, chart.compiled, record)
+            span.end()
     return record
 
 
@@ -377,10 +389,9 @@ async def cancel(
         await lineage.require_version(chart, run, store)
         record = human.cancel(chart.compiled, run, reason=reason, now=clock(), by=by)
         try:
-            await store.append(record)
+            return await _append_human(chart, store, run, record)
         except ConflictError:  # the driver appended first: cancel from its new state
             continue
-        return record
     raise ConflictError(f"run {run_id} kept advancing while cancelling; try again")
 
 

@@ -231,6 +231,16 @@ class RunTrace:
         self.root.end()
 
 
+def human_span(run: Run) -> Span | None:
+    """The span of a human decision, in the run's trace (under the run's first span)."""
+    span = tracer().start_span("transition", context=_parent(run), attributes={
+        RUN_ID: run.run_id, ACTOR: "human"})
+    if not span.is_recording():
+        span.end()
+        return None
+    return span
+
+
 def describe(span: Span, cc: CompiledChart, record: Step) -> None:
     """Name and annotate a transition span from its event; refusals, exhaustion, waits and
     errors become span events and status."""
