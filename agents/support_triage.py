@@ -13,6 +13,7 @@ arrives with the CLI issue.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
@@ -37,6 +38,7 @@ from statechart import (
     run_to_end,
     start,
     tool,
+    tracing,
 )
 from statechart.models import register
 
@@ -179,6 +181,9 @@ register("demo:support_triage", demo_model)
 
 
 async def main(db: str = "statechart.db") -> None:
+    provider = None
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):  # see docs/tracing-jaeger.md
+        provider = tracing.configure(os.environ.get("OTEL_SERVICE_NAME", "support-triage"))
     store = SQLiteStore(db)
     run = await start(chart, store=store, model=demo_model(), context={"ticket_id": "T-1001"})
     run = await run_to_end(chart, run, store=store, model=demo_model())
@@ -198,6 +203,11 @@ async def main(db: str = "statechart.db") -> None:
     print(f"sent: {OUTBOX}")
     print(f"stored in {db}: sqlite3 {db} \"SELECT seq, actor, source, target, tool, reason "
           f"FROM events WHERE run_id = '{run.run_id}' ORDER BY seq\"")
+    if provider is not None:
+        provider.shutdown()
+        trace_id = run.trace.get("traceparent", "").split("-")[1:2]
+        print(f"trace: {''.join(trace_id)} (Jaeger: http://localhost:16686/trace/"
+              f"{''.join(trace_id)})")
     store.close()
 
 

@@ -279,14 +279,15 @@ def _failed(span: Span, exc: BaseException) -> None:
 
 
 def configure(
-    service_name: str = "statechart", *, exporter: str = "otlp", batch: bool = True,
+    service_name: str | None = None, *, exporter: str = "otlp", batch: bool = True,
     content: bool | None = None,
 ) -> Any:
     """Install an SDK tracer provider exporting spans, and return it (call `shutdown()` on
     it at exit to flush). `exporter="otlp"` sends OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`
     (or `..._TRACES_ENDPOINT`; default http://localhost:4318), with the other standard
     `OTEL_EXPORTER_OTLP_*` variables; `"console"` prints spans; `"none"` records without
-    exporting. An application with its own provider needs none of this."""
+    exporting. The service name defaults to `OTEL_SERVICE_NAME`, else "statechart". An
+    application with its own provider needs none of this."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -299,7 +300,8 @@ def configure(
     global capture_content
     if content is not None:
         capture_content = content
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    name = service_name or os.environ.get("OTEL_SERVICE_NAME") or "statechart"
+    provider = TracerProvider(resource=Resource.create({"service.name": name}))
     chosen: SpanExporter | None = None
     if exporter == "otlp":
         try:

@@ -1,9 +1,13 @@
 """Every Python block in docs/ and README.md runs, in order, each page in one namespace
-(a page reads top to bottom, so a later block may use what an earlier one defined)."""
+(a page reads top to bottom, so a later block may use what an earlier one defined), each
+page in its own process (a page may configure process-wide things such as tracing)."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+RUNNER = """
+import json, sys
+page, codes = json.loads(sys.stdin.read())
+namespace = {"__name__": "docs_page"}
+for index, code in enumerate(codes):
+    exec(compile(code, f"{page}[{index}]", "exec"), namespace)
+"""
 
 
 def pages() -> list[tuple[str, list[str]]]:
@@ -23,10 +34,11 @@ def pages() -> list[tuple[str, list[str]]]:
 
 
 @pytest.mark.parametrize(("page", "codes"), pages(), ids=lambda v: str(v)[:40])
-def test_doc_examples_run(page: str, codes: list[str]) -> None:
-    namespace: dict[str, object] = {"__name__": f"docs_{Path(page).stem}"}
-    for index, code in enumerate(codes):
-        exec(compile(code, f"{page}[{index}]", "exec"), namespace)
+def test_doc_examples_run(page: str, codes: list[str], tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps([page, codes]),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, f"{page}:\n{done.stderr}"
 
 
 def test_there_are_examples() -> None:
