@@ -13,7 +13,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -31,7 +31,7 @@ from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
 from .replay import edges
-from .run import Run, Step, Visit, evolve
+from .run import Run, Step, Visit
 from .step import advance
 from .store.base import DEFAULT_LEASE_TTL, Lease, Store
 
@@ -113,30 +113,34 @@ async def step(
     effect = plan(cc, run, memory)
     if isinstance(effect, (Wait, Ended)):
         return None
-    rt = session.trace
-    if rt is None or not rt.on:
+    rt = session.trace if session.trace is not None and session.trace.on else None
+    if rt is None:
         outcome = await _perform(effect, model)
-    elif isinstance(effect, CallModel):
-        with rt.chat(run) as out:
-            outcome = out["reply"] = await _perform(effect, model)
-    elif isinstance(effect, RunTool):
-        with rt.tool(run, effect.tool.name, effect.call.id, effect.arguments) as out:
-            outcome = out["result"] = await _perform(effect, model)
     else:
-        outcome = await _perform(effect, model)
+        span = (rt.effect_start(run) if isinstance(effect, CallModel) else rt.effect_start(
+            run, effect.tool.name, effect.call.id, effect.arguments)
+            if isinstance(effect, RunTool) else None)
+        outcome = None
+        try:
+            outcome = await _perform(effect, model)
+        finally:
+            rt.effect_end(span, outcome)
     wall_ms = session.carry.charge(time.monotonic() - started)
-    span = rt.transition_start(run) if rt is not None else None
+    start_ns = time.time_ns()
     record = advance(cc, run, memory, effect, outcome, now=clock(), wall_ms=wall_ms)
-    session.span = span
-    return _stamped(record, span)
+    if rt is None:
+        return record
+    session.span = rt.transition(run, record, start_ns)
+    return _stamped(record, session.span)
 
 
 def _stamped(record: Step, span: Span | None) -> Step:
-    """The record with its transition span's id in the event."""
-    if span is None:
-        return record
-    event = evolve(record.event, {"span": f"{span.get_span_context().span_id:016x}"})
-    return replace(record, event=event)
+    """The record with its transition span's id written into its event, which `advance`
+    has just built and nobody else holds yet (so no copy is made)."""
+    if span is not None:
+        record.event.__dict__["span"] = format(span.get_span_context().span_id, "016x")
+        record.event.__pydantic_fields_set__.add("span")
+    return record
 
 
 async def _perform(effect: Any, model: Model) -> Any:
@@ -204,7 +208,7 @@ async def drive(
             if found_pre is None:
                 continue
             rt.enter(run)
-            span = rt.transition_start(run)
+            span = rt.transition(run, found_pre, time.time_ns())
             record = _stamped(found_pre, span)
             await store.append(record, lease)
             rt.transition_end(span, record)
@@ -368,13 +372,12 @@ async def _decide(
 
 async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
     """Store a human event, with a transition span in the run's trace."""
-    span = tracing.human_span(run)
+    span = tracing.human_transition(chart.compiled, record, time.time_ns())
     record = _stamped(record, span)
     try:
         await store.append(record)
     finally:
         if span is not None:
-            tracing.describe(span, chart.compiled, record)
             span.end()
     return record
 

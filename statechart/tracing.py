@@ -9,16 +9,17 @@ sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextvars import Token
 from typing import Any
 
+from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from .budget import spent_of
-from .machine import CompiledChart
+from .errors import ConflictError
+from .machine import CompiledChart, Level
 from .models.base import Reply
 from .run import Run, Step
 from .tools import canonical_json
@@ -97,6 +98,12 @@ class RunTrace:
                  last_span: str | None = None) -> None:
         self.cc = cc
         self.model = model
+        self.tracer = tracer()
+        provider, _, name = model.rpartition(":")
+        self.chat_name = f"chat {name or model}"
+        self.chat_attributes = {GEN_AI_OPERATION_NAME: "chat",
+                                GEN_AI_REQUEST_MODEL: name or model,
+                                GEN_AI_PROVIDER_NAME: provider or model}
         links = []
         parent = _parent(run)
         if last_span and parent is not None:
@@ -104,13 +111,14 @@ class RunTrace:
             links.append(Link(SpanContext(ctx.trace_id, int(last_span, 16), is_remote=True,
                                           trace_flags=TraceFlags(TraceFlags.SAMPLED)),
                               {"statechart.link": "last transition before this drive"}))
-        self.root = tracer().start_span(
+        self.root = self.tracer.start_span(
             f"invoke_agent {cc.chart.name}", context=parent, links=links, attributes={
                 GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: cc.chart.name,
                 GEN_AI_AGENT_ID: run.run_id, RUN_ID: run.run_id, STATE: run.state,
                 GEN_AI_REQUEST_MODEL: model})
         self.on = self.root.is_recording()
         self.states: dict[str, Span] = {}
+        self._token: Token[Context] | None = None
 
     # -- state visits -------------------------------------------------------------------
 
@@ -124,7 +132,7 @@ class RunTrace:
                 continue
             span = self.states.get(path)
             if span is None:
-                span = self.states[path] = tracer().start_span(
+                span = self.states[path] = self.tracer.start_span(
                     f"state {path}", context=trace.set_span_in_context(parent),
                     attributes={STATE: path, RUN_ID: run.run_id,
                                 "statechart.visit": run.visits.get(path, 0)})
@@ -138,84 +146,74 @@ class RunTrace:
 
     # -- effects --------------------------------------------------------------------------
 
-    @contextmanager
-    def chat(self, run: Run) -> Iterator[dict[str, Any]]:
-        """A `chat {model}` span around a model call; put the `Reply` in `out["reply"]`."""
-        out: dict[str, Any] = {}
+    def effect_start(self, run: Run, tool: str | None = None, call_id: str = "",
+                     arguments: Any = None) -> Span | None:
+        """A `chat {model}` span (no `tool`) or an `execute_tool {tool}` span, made current
+        so spans of instrumented clients inside the call nest under it."""
         if not self.on:
-            yield out
-            return
-        provider, _, name = self.model.rpartition(":")
-        span = tracer().start_span(
-            f"chat {name or self.model}", context=trace.set_span_in_context(
-                self._innermost(run.state)),
-            kind=trace.SpanKind.CLIENT, attributes={
-                GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: name or self.model,
-                GEN_AI_PROVIDER_NAME: provider or self.model, STATE: run.state,
-                RUN_ID: run.run_id})
-        try:
-            yield out
-        finally:
-            reply = out.get("reply")
-            if isinstance(reply, Reply):
-                span.set_attributes({
-                    GEN_AI_RESPONSE_MODEL: reply.model or name or self.model,
-                    GEN_AI_USAGE_INPUT_TOKENS: reply.usage.input_tokens,
-                    GEN_AI_USAGE_OUTPUT_TOKENS: reply.usage.output_tokens})
-            elif isinstance(reply, BaseException):
-                _failed(span, reply)
-            span.end()
+            return None
+        parent = trace.set_span_in_context(self._innermost(run.state))
+        if tool is None:
+            span = self.tracer.start_span(self.chat_name, context=parent,
+                                          kind=trace.SpanKind.CLIENT,
+                                          attributes=self.chat_attributes)
+        else:
+            attributes: dict[str, Any] = {
+                GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: tool,
+                GEN_AI_TOOL_CALL_ID: call_id}
+            if capture_content:
+                attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
+            span = self.tracer.start_span(f"execute_tool {tool}", context=parent,
+                                          attributes=attributes)
+        self._token = context_api.attach(trace.set_span_in_context(span))
+        return span
 
-    @contextmanager
-    def tool(self, run: Run, name: str, call_id: str, arguments: Any,
-             ) -> Iterator[dict[str, Any]]:
-        """An `execute_tool {tool}` span around a tool call; its outcome in `out["result"]`."""
-        out: dict[str, Any] = {}
-        if not self.on:
-            yield out
+    def effect_end(self, span: Span | None, outcome: Any) -> None:
+        """End the effect span with what came back: usage, an error, or the result."""
+        if span is None:
             return
-        attributes: dict[str, Any] = {
-            GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: name,
-            GEN_AI_TOOL_CALL_ID: call_id, STATE: run.state, RUN_ID: run.run_id}
-        if capture_content:
-            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
-        span = tracer().start_span(
-            f"execute_tool {name}", context=trace.set_span_in_context(
-                self._innermost(run.state)), attributes=attributes)
-        try:
-            yield out
-        finally:
-            result = out.get("result")
-            if isinstance(result, BaseException):
-                _failed(span, result)
-            elif capture_content and "result" in out:
-                span.set_attribute(GEN_AI_TOOL_CALL_RESULT, str(result))
-            span.end()
+        if self._token is not None:
+            context_api.detach(self._token)
+            self._token = None
+        if isinstance(outcome, Reply):
+            span.set_attributes({
+                GEN_AI_RESPONSE_MODEL: outcome.model
+                or self.chat_attributes[GEN_AI_REQUEST_MODEL],
+                GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
+                GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens})
+        elif isinstance(outcome, BaseException):
+            _failed(span, outcome)
+        elif capture_content and outcome is not None:
+            span.set_attribute(GEN_AI_TOOL_CALL_RESULT, str(outcome))
+        span.end()
 
     # -- transitions ----------------------------------------------------------------------
 
-    def transition_start(self, run: Run) -> Span | None:
-        """The span of the next transition (named once its target is known)."""
+    def transition(self, before: Run, record: Step, start_ns: int) -> Span | None:
+        """The span of a transition that started at `start_ns`, described from its event;
+        it stays open until the event is stored (`transition_end`)."""
         if not self.on:
             return None
-        return tracer().start_span(
-            "transition", context=trace.set_span_in_context(self._innermost(run.state)))
+        e = record.event
+        span = self.tracer.start_span(
+            f"transition {e.source} -> {e.target}", start_time=start_ns,
+            context=trace.set_span_in_context(self._innermost(before.state)),
+            attributes=transition_attributes(self.cc, record))
+        annotate(span, record)
+        return span
 
     def transition_end(self, span: Span | None, record: Step, *, stored: bool = True) -> None:
-        """Describe and end the transition span; close the spans of exited states."""
+        """End the transition span; close the spans of the states it exited."""
         if span is None:
             return
-        describe(span, self.cc, record)
         if not stored:
-            span.set_status(Status(StatusCode.ERROR, "another writer appended first"))
-            span.set_attribute(ERROR_TYPE, "ConflictError")
-            span.end()
-            return
+            _failed(span, ConflictError("another writer appended first"))
         span.end()
-        for path in record.event.exited:
-            state_span = self.states.pop(path, None)
-            if state_span is not None:
-                state_span.end()
+        if stored:
+            for path in record.event.exited:
+                state_span = self.states.pop(path, None)
+                if state_span is not None:
+                    state_span.end()
 
     def close(self, run: Run | None, error: BaseException | None = None) -> None:
         """End every open span (innermost first) and the agent span."""
@@ -231,45 +229,67 @@ class RunTrace:
         self.root.end()
 
 
-def human_span(run: Run) -> Span | None:
+def human_transition(cc: CompiledChart, record: Step, start_ns: int) -> Span | None:
     """The span of a human decision, in the run's trace (under the run's first span)."""
-    span = tracer().start_span("transition", context=_parent(run), attributes={
-        RUN_ID: run.run_id, ACTOR: "human"})
+    e = record.event
+    attributes = {RUN_ID: e.run_id, **transition_attributes(cc, record)}
+    span = tracer().start_span(f"transition {e.source} -> {e.target}", start_time=start_ns,
+                               context=_parent(record.run), attributes=attributes)
     if not span.is_recording():
         span.end()
         return None
+    annotate(span, record)
     return span
 
 
-def describe(span: Span, cc: CompiledChart, record: Step) -> None:
-    """Name and annotate a transition span from its event; refusals, exhaustion, waits and
-    errors become span events and status."""
+def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
+    """The `statechart.*` facts of a transition, budgets spent and left included."""
     e, run = record.event, record.run
-    span.update_name(f"transition {e.source} -> {e.target}")
     attributes: dict[str, Any] = {
-        RUN_ID: e.run_id, SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger,
-        ACTOR: e.actor, STEP: e.seq}
+        SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger, ACTOR: e.actor, STEP: e.seq}
     for level in cc.levels_of(e.source):
         spent = run.ledger.get(level.key)
-        name = level.key or "root"
-        for kind, cap in level.caps.items():
+        for kind, cap, spent_key, left_key in _budget_keys(level):
             used = spent_of(spent, kind) if spent is not None else 0
-            attributes[f"{BUDGET}.{name}.{kind}.spent"] = used
-            attributes[f"{BUDGET}.{name}.{kind}.left"] = max(cap - used, 0)
+            attributes[spent_key] = used
+            attributes[left_key] = max(cap - used, 0)
     if e.refused:
         attributes[GUARD_REFUSED] = e.refused
-        span.add_event(GUARD_REFUSED, {"reason": e.refused})
     if e.exhausted:
         attributes[EXHAUSTED] = e.exhausted
+    if e.error:
+        attributes[ERROR_TYPE] = e.error.split(":", 1)[0]
+    return attributes
+
+
+_KEYS: dict[int, list[tuple[str, int, str, str]]] = {}
+
+
+def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
+    """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
+    found = _KEYS.get(id(level))
+    if found is None:
+        name = level.key or "root"
+        found = _KEYS[id(level)] = [
+            (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
+            for kind, cap in level.caps.items()]
+    return found
+
+
+def annotate(span: Span, record: Step) -> None:
+    """Refusals, exhaustion, approval waits and human decisions as span events; errors as
+    the span's status."""
+    e, run = record.event, record.run
+    if e.refused:
+        span.add_event(GUARD_REFUSED, {"reason": e.refused})
+    if e.exhausted:
         span.add_event(EXHAUSTED, {"which": e.exhausted, "reason": e.reason})
     if run.status == "waiting":
         span.add_event("statechart.approval.requested", {"reason": run.reason})
     if e.actor == "human":
         span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
-    span.set_attributes(attributes)
     if e.error:
         span.set_status(Status(StatusCode.ERROR, e.error))
-        span.set_attribute(ERROR_TYPE, e.error.split(":", 1)[0])
 
 
 def _failed(span: Span, exc: BaseException) -> None:
