@@ -1,0 +1,407 @@
+"""What tracing costs per transition: off, the SDK with a no-op exporter, OTLP export.
+
+A standalone script (never collected as a test). The workload is benchmarks/overhead.py's:
+one model state calling a cheap tool over and over, then `next_state` to a terminal,
+driven by `run_to_end` on the memory store with a `FunctionModel`. Configurations:
+
+- ``off``: no tracer provider installed (the OpenTelemetry API's no-op spans);
+- ``sdk_none``: `statechart.tracing.configure(exporter="none")`: the SDK records every
+  span, with no span processor;
+- ``sdk_batch_noop``: an SDK `TracerProvider` with a `BatchSpanProcessor` around an
+  exporter whose `export` does nothing (the SDK as an application configures it, minus
+  the network);
+- ``otlp``: `configure(exporter="otlp")` (batched) to a real OTLP/HTTP receiver on
+  127.0.0.1 in this process (tests/otlp_receiver.py), which decodes every request.
+
+OpenTelemetry's global tracer provider can be set once per process, so each measurement
+is a child process (`--child CONFIG`) printing JSON; the configurations take turns in
+every repeat (in rotated order). Figures: µs per transition, the median over repeats of
+each child's median over its rounds, the spread (min to max) over the repeats, and the
+µs added per transition against ``off`` in the same repeat.
+
+    python benchmarks/tracing.py                  # markdown table; JSON to --out
+    python benchmarks/tracing.py --profile        # also cProfile sdk_batch_noop to stderr
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import anyio
+from overhead import driven_once, make_chart  # the same workload, side by side
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_OUT = HERE / "results" / "tracing.json"
+CONFIGS = ("off", "sdk_none", "sdk_batch_noop", "otlp")
+TARGET_ADDED_US = 25.0
+"""Target: µs added per transition with the SDK configured (sdk_batch_noop)."""
+
+
+# -- the child: one configuration, several rounds ----------------------------------------
+
+def install(config: str) -> tuple[Any, Any]:
+    """Set up tracing for `config`; (provider or None, the null exporter or None)."""
+    if config == "off":
+        return None, None
+    from statechart import tracing
+
+    if config == "sdk_none":
+        return tracing.configure("bench", exporter="none"), None
+    if config == "otlp":
+        return tracing.configure("bench", exporter="otlp", batch=True), None
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Null(SpanExporter):
+        """Counts what it is handed and sends nothing."""
+
+        spans = 0
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            self.spans += len(spans)
+            return SpanExportResult.SUCCESS
+
+    null = Null()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(null))
+    trace.set_tracer_provider(provider)
+    return provider, null
+
+
+async def child_rounds(steps: int, rounds: int) -> tuple[list[float], int]:
+    """µs per transition of each round (after a warm-up run), and transitions per run."""
+    chart = make_chart(steps)
+    await driven_once(chart, steps)
+    out: list[float] = []
+    n = 0
+    for _ in range(rounds):
+        secs, n, _ = await driven_once(chart, steps)
+        out.append(secs / n * 1e6)
+    return out, n
+
+
+def child(config: str, steps: int, rounds: int, profile: bool) -> dict[str, Any]:
+    provider, null = install(config)
+    found: dict[str, Any] = {"config": config, "pid": os.getpid()}
+    if profile:
+        found["profile"] = profiled(steps)
+    us, n = anyio.run(child_rounds, steps, rounds)
+    found.update(us_per_transition=us, transitions=n, runs=rounds + 1 + (1 if profile else 0))
+    if null is not None:
+        provider.force_flush()
+        found["spans_exported"] = null.spans
+    if config in ("sdk_none", "sdk_batch_noop"):
+        sdk_floor(200)  # warm-up
+        found["sdk_floor_us"] = [sdk_floor(steps) for _ in range(rounds)]
+    if provider is not None:
+        provider.shutdown()  # flushes (outside the timed rounds)
+    return found
+
+
+def sdk_floor(n: int) -> float:
+    """µs per transition for the bare SDK work of the spans a transition makes here: a
+    transition span with 7 attributes, and a chat span (3 attributes, 3 more at its end)
+    or a tool span (3 attributes), made current while it runs; no statechart code."""
+    from opentelemetry import context, trace
+
+    tracer = trace.get_tracer("floor")
+    root = tracer.start_span("invoke_agent floor")
+    parent = trace.set_span_in_context(root)
+    gc.collect()
+    t0 = time.perf_counter()
+    for i in range(n):
+        if i % 2:
+            effect = tracer.start_span("execute_tool lookup", context=parent, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.id": f"c{i}"})
+        else:
+            effect = tracer.start_span("chat function", context=parent,
+                                       kind=trace.SpanKind.CLIENT, attributes={
+                                           "gen_ai.operation.name": "chat",
+                                           "gen_ai.request.model": "function",
+                                           "gen_ai.provider.name": "function"})
+        token = context.attach(trace.set_span_in_context(effect))
+        context.detach(token)
+        if not i % 2:
+            effect.set_attributes({"gen_ai.response.model": "function",
+                                   "gen_ai.usage.input_tokens": 0,
+                                   "gen_ai.usage.output_tokens": 0})
+        effect.end()
+        span = tracer.start_span("transition work.think -> work.act", context=parent,
+                                 start_time=time.time_ns(), attributes={
+                                     "statechart.source": "work.think",
+                                     "statechart.target": "work.act",
+                                     "statechart.trigger": "propose",
+                                     "statechart.actor": "model", "statechart.step": i,
+                                     "statechart.budget.root.steps.spent": i,
+                                     "statechart.budget.root.steps.left": n - i})
+        span.end()
+    elapsed = time.perf_counter() - t0
+    root.end()
+    return elapsed / n * 1e6
+
+
+def profiled(steps: int) -> dict[str, Any]:
+    """cProfile one driven run (stderr); each statechart/tracing.py function's share."""
+    chart = make_chart(steps)
+    anyio.run(driven_once, chart, steps)
+    prof = cProfile.Profile()
+    prof.enable()
+    anyio.run(driven_once, chart, steps)
+    prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(30)
+    print(text.getvalue(), file=sys.stderr)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total: float = stats.total_tt  # type: ignore[attr-defined]
+    mine = os.path.join("statechart", "tracing.py")
+    tracing: dict[str, Any] = {}
+    own = sdk = 0.0
+    for (path, line, name), (_, _, tottime, cumtime, _) in raw.items():
+        if path.endswith(mine):
+            own += tottime
+            tracing[f"{name}:{line}"] = {"self_pct": pct(tottime, total),
+                                         "cumulative_pct": pct(cumtime, total)}
+        elif f"{os.sep}opentelemetry{os.sep}" in path:
+            sdk += tottime
+    ranked = dict(sorted(tracing.items(), key=lambda kv: -kv[1]["cumulative_pct"]))
+    return {"note": "percent of the whole profiled run (self: in the function itself; "
+                    "cumulative: with what it calls)",
+            "tracing_py_self_pct": pct(own, total), "opentelemetry_self_pct": pct(sdk, total),
+            "tracing_py": ranked, "timed_calls": timed_calls(steps)}
+
+
+@contextlib.contextmanager
+def timing(found: dict[str, float], targets: list[tuple[Any, str, str]]) -> Iterator[None]:
+    """Accumulate the wall time of each `(owner, attribute, label)` call while inside."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
+
+    def timed(fn: Any, label: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                found[label] = found.get(label, 0.0) + time.perf_counter() - t0
+        return call
+
+    for (owner, name, label), (_, _, fn) in zip(targets, saved, strict=True):
+        setattr(owner, name, timed(fn, label))
+    try:
+        yield
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+
+
+def timed_calls(steps: int) -> dict[str, Any]:
+    """µs per transition in each tracing entry point of the driver, and in the SDK calls
+    made inside them (one run with timing wrappers; each wrapper adds ~0.2 µs)."""
+    from opentelemetry.sdk.trace import Span, Tracer
+
+    from statechart import driver, tracing
+
+    found: dict[str, float] = {}
+    entry = [(tracing.RunTrace, name, f"RunTrace.{name}") for name in (
+        "enter", "effect_start", "effect_end", "transition", "transition_end")]
+    inner = [(tracing, "transition_attributes", "transition_attributes"),
+             (tracing, "annotate", "annotate"), (driver, "_stamped", "driver._stamped"),
+             (Tracer, "start_span", "sdk Tracer.start_span"), (Span, "end", "sdk Span.end"),
+             (Span, "set_attributes", "sdk Span.set_attributes")]
+    chart = make_chart(steps)
+    with timing(found, entry + inner):
+        _, n, _ = anyio.run(driven_once, chart, steps)
+    us = {k: r(v / n * 1e6) for k, v in sorted(found.items(), key=lambda kv: -kv[1])}
+    return {"note": "one run; inner calls are included in the entry points that make them",
+            "entry_points_us": r(sum(us[label] for _, _, label in entry if label in us)),
+            "sdk_us": r(sum(v for k, v in us.items() if k.startswith("sdk "))),
+            "us_per_transition": us}
+
+
+def pct(x: float, total: float) -> float:
+    return round(100.0 * x / total, 1) if total else 0.0
+
+
+# -- the parent: every configuration in every repeat -------------------------------------
+
+def run_child(config: str, args: argparse.Namespace, env: dict[str, str],
+              profile: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", config,
+           "--steps", str(args.steps), "--rounds", str(args.rounds)]
+    if profile:
+        cmd.append("--profile")
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"child {config} failed:\n{done.stderr}")
+    if profile:
+        print(done.stderr, file=sys.stderr)
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def child_env(endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    return env
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from tests.otlp_receiver import Receiver
+
+    load_before = os.getloadavg()[0]
+    per: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    floor: dict[str, list[float]] = {"sdk_none": [], "sdk_batch_noop": []}
+    rounds: dict[str, list[list[float]]] = {c: [] for c in CONFIGS}
+    received: list[int] = []
+    exported: list[int] = []
+    runs = transitions = 0
+    profile: dict[str, Any] | None = None
+    with Receiver() as rx:
+        env = child_env(rx.endpoint)
+        for repeat in range(args.repeats):
+            order = CONFIGS[repeat % len(CONFIGS):] + CONFIGS[:repeat % len(CONFIGS)]
+            for config in order:
+                rx.clear()
+                found = run_child(config, args, env)
+                if config == "otlp":  # the child flushed before exiting
+                    spans, _ = rx.snapshot()
+                    received.append(len(spans))
+                if config == "sdk_batch_noop":
+                    exported.append(found["spans_exported"])
+                per[config].append(statistics.median(found["us_per_transition"]))
+                if config in floor:
+                    floor[config].append(statistics.median(found["sdk_floor_us"]))
+                rounds[config].append([r(x) for x in found["us_per_transition"]])
+                runs, transitions = found["runs"], found["transitions"]
+            print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
+                f"{c} {per[c][-1]:.1f}" for c in CONFIGS), file=sys.stderr)
+        if args.profile:
+            profile = run_child("sdk_batch_noop", args, env, profile=True)["profile"]
+        errors = list(rx.errors)
+    added = {c: [x - o for x, o in zip(per[c], per["off"], strict=True)] for c in CONFIGS[1:]}
+    sdk_added = statistics.median(added["sdk_batch_noop"])
+    return {
+        "benchmark": "statechart tracing cost per transition (model-state tool loop, "
+                     "memory store, FunctionModel)",
+        "machine": {
+            "nproc": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "opentelemetry_sdk": version("opentelemetry-sdk"),
+            "opentelemetry_exporter_otlp_proto_http": version(
+                "opentelemetry-exporter-otlp-proto-http"),
+            "statechart": version("statechart"),
+            "loadavg_1m": [r(load_before), r(os.getloadavg()[0])],
+        },
+        "note": "each figure from its own child process, configurations interleaved; "
+                "a possibly shared machine: compare the added µs, not absolute µs",
+        "settings": {"steps": args.steps, "rounds_per_child": args.rounds,
+                     "repeats": args.repeats, "transitions_per_run": transitions,
+                     "runs_per_child": runs},
+        "us_per_transition": {c: summary(per[c]) for c in CONFIGS},
+        "added_us_per_transition": {c: summary(added[c]) for c in CONFIGS[1:]},
+        "sdk_floor_us_per_transition": {c: summary(floor[c]) for c in floor},
+        "above_sdk_floor_us": {c: summary([a - f for a, f in zip(added[c], floor[c],
+                                                                  strict=True)])
+                               for c in floor},
+        "spans": {
+            "per_run": r(exported[0] / runs, 1) if exported else None,
+            "per_transition": r(exported[0] / runs / transitions, 2) if exported else None,
+            "otlp_received_per_child": received,
+            "otlp_expected_per_child": exported[0] if exported else None,
+            "receiver_errors": errors,
+        },
+        "rounds_us": rounds,
+        "targets": {"sdk_added_us": TARGET_ADDED_US,
+                    "sdk_added_met": sdk_added <= TARGET_ADDED_US},
+        **({"profile_sdk_batch_noop": profile} if profile is not None else {}),
+    }
+
+
+def summary(xs: list[float]) -> dict[str, Any]:
+    med = statistics.median(xs)
+    return {"median": r(med), "min": r(min(xs)), "max": r(max(xs)),
+            "spread_pct": r(100.0 * (max(xs) - min(xs)) / med, 1) if med else None,
+            "repeats": [r(x) for x in xs]}
+
+
+def r(x: float, nd: int = 2) -> float:
+    return round(x, nd)
+
+
+def fmt(s: dict[str, Any]) -> str:
+    return f"{s['median']:.1f} ({s['min']:.1f} to {s['max']:.1f})"
+
+
+def markdown(res: dict[str, Any]) -> str:
+    us, added = res["us_per_transition"], res["added_us_per_transition"]
+    floor, above = res["sdk_floor_us_per_transition"], res["above_sdk_floor_us"]
+    lines = ["µs per transition, median (min to max) over "
+             f"{res['settings']['repeats']} repeats; each repeat a child process per "
+             f"configuration, {res['settings']['rounds_per_child']} runs of "
+             f"{res['settings']['transitions_per_run']} transitions", "",
+             "| tracing | µs per transition | added vs off | bare SDK, same spans "
+             "| added above bare SDK |", "|---|---|---|---|---|"]
+    for c in CONFIGS:
+        cells = [fmt(us[c]), fmt(added[c]) if c in added else "—",
+                 fmt(floor[c]) if c in floor else "—", fmt(above[c]) if c in above else "—"]
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    spans, t = res["spans"], res["targets"]
+    lines += ["", f"spans per transition: {spans['per_transition']}; OTLP spans received per "
+              f"child: {spans['otlp_received_per_child']} (expected "
+              f"{spans['otlp_expected_per_child']})",
+              f"target: sdk_batch_noop adds ≤ {t['sdk_added_us']} µs per transition: "
+              + ("met" if t["sdk_added_met"] else "MISSED")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000, help="transitions per run")
+    parser.add_argument("--rounds", type=int, default=5, help="timed runs per child")
+    parser.add_argument("--repeats", type=int, default=5, help="children per configuration")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile one sdk_batch_noop run (stderr, and in the JSON)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON result")
+    parser.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.steps < 4 or args.rounds < 1 or args.repeats < 1:
+        parser.error("need --steps >= 4, --rounds >= 1 and --repeats >= 1")
+    if args.child:
+        print(json.dumps(child(args.child, args.steps, args.rounds, args.profile)))
+        return
+    t0 = time.perf_counter()
+    result = measure(args)
+    result["settings"]["wall_s"] = r(time.perf_counter() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(markdown(result))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""Tracing end to end: charts run in child processes (tests/trace_proc.py) that export over
+OTLP/HTTP to a real receiver in this process (tests/otlp_receiver.py), which decodes each
+`ExportTraceServiceRequest` with opentelemetry-proto.
+
+Every tracing configuration lives in its own process, because OpenTelemetry's global
+tracer provider can be set only once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statechart import tracing as t
+
+from .otlp_receiver import ReceivedSpan, Receiver, tree
+
+ROOT = Path(__file__).resolve().parent.parent
+_OTEL_ENV = ("OTEL_EXPORTER_OTLP", "OTEL_TRACES", "OTEL_SDK", "OTEL_SERVICE",
+             "OTEL_RESOURCE", "OTEL_INSTRUMENTATION_GENAI")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as rx:
+        yield rx
+
+
+def proc(rx: Receiver, db: Path, scenario: str, *flags: str,
+         env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one scenario of tests/trace_proc.py in a new process exporting to `rx`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_OTEL_ENV)}
+    clean.update({"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, **(env or {})})
+    done = subprocess.run([sys.executable, "-m", "tests.trace_proc", scenario, str(db), *flags],
+                          cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def received(rx: Receiver, count: int) -> list[ReceivedSpan]:
+    """Exactly the `count` spans received (the process has exited, so all are in)."""
+    spans = rx.wait_for(lambda spans: len(spans) >= count, timeout=10)
+    assert len(spans) == count, [s.name for s in spans]
+    assert rx.errors == []
+    return spans
+
+
+def named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
+    return sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
+
+
+def transitions(spans: list[ReceivedSpan]) -> dict[int, ReceivedSpan]:
+    """The transition spans by step number."""
+    found = {s.attributes[t.STEP]: s for s in spans if s.name.startswith("transition ")}
+    assert len(found) == len([s for s in spans if s.name.startswith("transition")])
+    return found
+
+
+# -- the exact span tree of the three-level chart -------------------------------------------
+
+def key(s: ReceivedSpan) -> Any:
+    """The attributes that tell each kind of span apart (the rest are checked separately)."""
+    a = s.attributes
+    op = a.get(t.GEN_AI_OPERATION_NAME)
+    if op == "create_agent":
+        return (s.kind, op, a[t.GEN_AI_AGENT_NAME], a[t.RUN_ID])
+    if op == "invoke_agent":
+        return (s.kind, op, a[t.GEN_AI_AGENT_NAME], a[t.GEN_AI_AGENT_ID],
+                a[t.GEN_AI_REQUEST_MODEL], a[t.STATE], a["statechart.status"])
+    if op == "chat":
+        return (s.kind, op, a[t.GEN_AI_PROVIDER_NAME], a[t.GEN_AI_REQUEST_MODEL],
+                a[t.GEN_AI_RESPONSE_MODEL], a[t.GEN_AI_USAGE_INPUT_TOKENS],
+                a[t.GEN_AI_USAGE_OUTPUT_TOKENS])
+    if op == "execute_tool":
+        return (s.kind, op, a[t.GEN_AI_TOOL_NAME], a[t.GEN_AI_TOOL_CALL_ID])
+    if s.name.startswith("state "):
+        return (s.kind, a[t.STATE], a["statechart.visit"])
+    assert s.name.startswith("transition "), s.name
+    assert s.name == f"transition {a[t.SOURCE]} -> {a[t.TARGET]}"
+    return (s.kind, a[t.TRIGGER], a[t.ACTOR], a[t.STEP])
+
+
+P = "explore.inner.probe"
+CHAT = ("CLIENT", "chat", "acme", "tiny-1", "tiny-1", 10, 5)
+
+
+def tr(source: str, target: str, trigger: str, actor: str, step: int) -> Any:
+    return (f"transition {source} -> {target}", ("INTERNAL", trigger, actor, step), [])
+
+
+def state(path: str, *children: Any) -> Any:
+    return (f"state {path}", ("INTERNAL", path, 1), list(children))
+
+
+def chat() -> Any:
+    return ("chat tiny-1", CHAT, [])
+
+
+def tool(name: str, call_id: str) -> Any:
+    return (f"execute_tool {name}", ("INTERNAL", "execute_tool", name, call_id), [])
+
+
+def agent(state_at: str, status: str, *children: Any) -> Any:
+    return ("invoke_agent workflow",
+            ("INTERNAL", "invoke_agent", "workflow", "r1", "acme:tiny-1", state_at, status),
+            list(children))
+
+
+NESTED_TREE = [(
+    "create_agent workflow", ("INTERNAL", "create_agent", "workflow", "r1"), [
+        agent(f"{P}.approve", "waiting", state("explore", state("explore.inner", state(
+            P,
+            chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 1),
+            tool("dig", "d1"), tr(f"{P}.act", f"{P}.think", "results", "code", 2),
+            chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 3),
+            tr(f"{P}.act", f"{P}.approve", "ask", "system", 4))))),
+        tr(f"{P}.approve", f"{P}.act", "approved", "human", 5),
+        agent("done", "ended",
+              state("explore", state("explore.inner", state(
+                  P,
+                  tool("buy", "b1"), tr(f"{P}.act", f"{P}.think", "results", "code", 6),
+                  chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 7),
+                  tr(f"{P}.act", "report.think", "go:explore.inner.done", "model", 8)))),
+              state("report", chat(), tr("report.think", "report.act", "propose", "model", 9),
+                    tr("report.act", "done", "go:done", "model", 10)),
+              state("done")),
+    ])]
+"""Every span of run r1 of `workflow()`: names, nesting, siblings by start time, key
+attributes. The human approval sits directly under the run's first span."""
+NESTED_SPANS = 27
+
+ROOT_STEPS, ROOT_TOKENS, EXPLORE_STEPS, INNER_TOOLS = 60, 1000, 30, 3
+
+
+def budget(steps: int, tokens: int, explore_steps: int | None = None,
+           inner_tools: int | None = None) -> dict[str, int]:
+    """The budget attributes a transition span should carry (spent and left per level)."""
+    out = {"statechart.budget.root.steps.spent": steps,
+           "statechart.budget.root.steps.left": ROOT_STEPS - steps,
+           "statechart.budget.root.tokens.spent": tokens,
+           "statechart.budget.root.tokens.left": ROOT_TOKENS - tokens}
+    if explore_steps is not None:
+        out["statechart.budget.explore.steps.spent"] = explore_steps
+        out["statechart.budget.explore.steps.left"] = EXPLORE_STEPS - explore_steps
+    if inner_tools is not None:
+        out["statechart.budget.explore.inner.tool_calls.spent"] = inner_tools
+        out["statechart.budget.explore.inner.tool_calls.left"] = INNER_TOOLS - inner_tools
+    return out
+
+
+NESTED_BUDGETS = {  # step: (root steps, root tokens, explore steps, inner tool calls)
+    1: budget(1, 15, 1, 0), 2: budget(2, 15, 2, 1), 3: budget(3, 30, 3, 1),
+    4: budget(4, 30, 4, 1), 5: budget(4, 30, 4, 1), 6: budget(5, 30, 5, 2),
+    7: budget(6, 45, 6, 2), 8: budget(7, 45, 7, 2), 9: budget(8, 60), 10: budget(9, 60),
+}
+"""Each transition's ledger after it, per level of its source state (the human approval
+spends nothing; `report` is under the root budget only)."""
+
+
+def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
+    """The whole trace of run r1: tree, ids, budgets, events, and the stored span ids."""
+    assert tree(spans, key) == NESTED_TREE
+    run = out["runs"]["r1"]
+    trace_id = run["trace"]["traceparent"].split("-")[1]
+    assert {s.trace_id for s in spans} == {trace_id}
+    assert all(s.scope == "statechart" and s.status_code == "UNSET" for s in spans)
+    by_id = {s.span_id: s for s in spans}
+    (root,) = named(spans, "create_agent workflow")
+    assert run["trace"]["traceparent"].split("-")[2] == root.span_id
+    for s in spans:  # below the agent spans, a parent's time covers its children
+        parent = by_id.get(s.parent_span_id)
+        if parent is not None and parent is not root:
+            assert parent.start_ns <= s.start_ns <= s.end_ns <= parent.end_ns, s.name
+    steps = transitions(spans)
+    for n, expected in NESTED_BUDGETS.items():
+        got = {k: v for k, v in steps[n].attributes.items() if k.startswith(t.BUDGET + ".")}
+        assert got == expected, n
+    # the stored event of each transition names its span
+    assert {e["seq"]: e["span"] for e in run["events"]} == {
+        n: s.span_id for n, s in steps.items()}
+    assert steps[4].event("statechart.approval.requested").attributes == {
+        "reason": f"tool 'buy' needs approval in state '{P}'"}
+    assert steps[5].event("statechart.human.approved").attributes["by"] == "lead"
+    assert all(not s.events for n, s in steps.items() if n not in (4, 5))
+    first, resumed = named(spans, "invoke_agent workflow")
+    assert first.links == ()
+    (link,) = resumed.links  # to the last transition before the resumed drive
+    assert (link.trace_id, link.span_id) == (trace_id, steps[5].span_id)
+
+
+@pytest.fixture(scope="module")
+def nested_run(tmp_path_factory: pytest.TempPathFactory,
+               ) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
+    """Run r1 of `workflow()` start to done in one process (asyncio), and what arrived."""
+    with Receiver() as rx:
+        out = proc(rx, tmp_path_factory.mktemp("nested") / "runs.db", "nested")
+        yield received(rx, NESTED_SPANS), out
+
+
+def test_exact_span_tree_of_a_three_level_chart(
+        nested_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    spans, out = nested_run
+    assert out["runs"]["r1"]["state"] == "done"
+    check_nested(spans, out)
+    (chat_span, *_) = named(spans, "chat tiny-1")
+    assert chat_span.resource["service.name"] == "trace-proc"
+    assert {s.kind for s in spans} == {"INTERNAL", "CLIENT"}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "regression in 6d14096: driven transition spans (and chat / execute_tool spans) no "
+    "longer carry statechart.run.id; only invoke_agent, state, create_agent and human "
+    "transition spans do, so a Jaeger tag search statechart.run.id=<id> cannot land on a "
+    "transition"))
+def test_every_transition_span_names_its_run(
+        nested_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    spans, _ = nested_run
+    steps = transitions(spans)
+    assert {n: s.attributes.get(t.RUN_ID) for n, s in steps.items()} == dict.fromkeys(
+        range(1, 11), "r1")
+
+
+def test_the_same_tree_under_trio(receiver: Receiver, tmp_path: Path) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "nested", "--backend", "trio")
+    check_nested(received(receiver, NESTED_SPANS), out)
+
+
+# -- one trace across processes ----------------------------------------------------------
+
+def test_one_trace_across_start_approve_and_resume_in_three_processes(
+        receiver: Receiver, tmp_path: Path) -> None:
+    db, gz = tmp_path / "runs.db", {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
+    first = proc(receiver, db, "nested-start", "--service", "p1", env=gz)
+    second = proc(receiver, db, "nested-approve", "--service", "p2", env=gz)
+    third = proc(receiver, db, "nested-resume", "--service", "p3", env=gz)
+    assert len({first["pid"], second["pid"], third["pid"]}) == 3
+    assert first["runs"]["r1"]["status"] == "waiting"
+    assert third["runs"]["r1"]["state"] == "done"
+    spans = received(receiver, NESTED_SPANS)
+    assert {r.content_encoding for r in receiver.snapshot()[1]} == {"gzip"}
+    # the same tree as in one process, every span in the trace stored at start
+    check_nested(spans, third)
+    assert first["runs"]["r1"]["trace"] == third["runs"]["r1"]["trace"]
+    steps = transitions(spans)
+    service = {s.span_id: s.resource["service.name"] for s in spans}
+    assert [service[steps[n].span_id] for n in range(1, 11)] == [
+        "p1", "p1", "p1", "p1", "p2", "p3", "p3", "p3", "p3", "p3"]
+    first_agent, resumed = named(spans, "invoke_agent workflow")
+    assert (service[first_agent.span_id], service[resumed.span_id]) == ("p1", "p3")
+    # the resumed drive links to the span of the last stored event: process 2's approval
+    events = {e["seq"]: e for e in third["runs"]["r1"]["events"]}
+    (link,) = resumed.links
+    assert link.span_id == events[5]["span"] == steps[5].span_id
+    assert events[4]["span"] == steps[4].span_id  # process 1's last transition
+
+
+def test_a_resume_in_a_new_process_links_to_the_last_transition_of_the_first(
+        receiver: Receiver, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = proc(receiver, db, "nested-stop", "--service", "p1")
+    assert first["runs"]["r1"]["state"] == f"{P}.think"
+    second = proc(receiver, db, "nested-continue", "--service", "p2")
+    assert second["runs"]["r1"]["status"] == "waiting"
+    spans = received(receiver, 9 + 7)  # create_agent, a drive to seq 2; a drive to the wait
+    trace_id = first["runs"]["r1"]["trace"]["traceparent"].split("-")[1]
+    assert {s.trace_id for s in spans} == {trace_id}
+    steps = transitions(spans)
+    assert sorted(steps) == [1, 2, 3, 4]
+    last_of_first = next(e for e in first["runs"]["r1"]["events"] if e["seq"] == 2)
+    assert steps[2].span_id == last_of_first["span"]
+    assert steps[2].resource["service.name"] == "p1"
+    _, resumed = named(spans, "invoke_agent workflow")
+    assert resumed.resource["service.name"] == "p2"
+    (link,) = resumed.links
+    assert (link.trace_id, link.span_id) == (trace_id, last_of_first["span"])
+    assert link.attributes == {"statechart.link": "last transition before this drive"}
+    # each drive has its own state spans, both under the run's first span
+    (root,) = named(spans, "create_agent workflow")
+    assert [a.parent_span_id for a in named(spans, "invoke_agent workflow")] == [
+        root.span_id, root.span_id]
+
+
+# -- refusals, exhaustion, errors --------------------------------------------------------
+
+def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
+        receiver: Receiver, tmp_path: Path) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "gate")
+    assert out["runs"]["gate"]["state"] == "escalated"
+    spans = received(receiver, 12)
+    steps = transitions(spans)
+    refused = [s for s in steps.values() if any(e.name == t.GUARD_REFUSED for e in s.events)]
+    assert [s.attributes[t.STEP] for s in refused] == [2]
+    why = "edge work->done refused: ok is not set"
+    assert refused[0].event(t.GUARD_REFUSED).attributes == {"reason": why}
+    assert refused[0].attributes[t.GUARD_REFUSED] == why
+    assert refused[0].name == "transition work.act -> work.think"
+    exhausted = [s for s in steps.values() if any(e.name == t.EXHAUSTED for e in s.events)]
+    assert [s.name for s in exhausted] == ["transition work.think -> escalated"]
+    (last,) = exhausted
+    assert last.event(t.EXHAUSTED).attributes == {
+        "which": ":tool_calls", "reason": "budget exhausted at :tool_calls; routed to 'escalated'"}
+    assert last.attributes[t.EXHAUSTED] == ":tool_calls"
+    assert last.attributes["statechart.budget.root.tool_calls.spent"] == 1
+    assert last.attributes["statechart.budget.root.tool_calls.left"] == 0
+    assert [n for n, s in steps.items() if s.events] == [2, 5]
+    # the second lookup never ran: the budget was spent before its model call
+    assert [s.attributes[t.GEN_AI_TOOL_CALL_ID] for s in named(spans, "execute_tool lookup")] \
+        == ["l1"]
+
+
+@pytest.fixture(scope="module")
+def errors_run(tmp_path_factory: pytest.TempPathFactory,
+               ) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
+    """A failing tool, model and code-state handler (three runs, one process)."""
+    with Receiver() as rx:
+        out = proc(rx, tmp_path_factory.mktemp("errors") / "runs.db", "errors")
+        spans = rx.wait_for(lambda spans: len(named(spans, "invoke_agent coded")) == 1)
+        assert rx.errors == []
+        yield spans, out
+
+
+def of_run(spans: list[ReceivedSpan], out: dict[str, Any], run_id: str) -> list[ReceivedSpan]:
+    """The spans of one run: its trace (each run is one trace)."""
+    trace_id = out["runs"][run_id]["trace"]["traceparent"].split("-")[1]
+    return [s for s in spans if s.trace_id == trace_id]
+
+
+def test_model_and_tool_errors_are_error_spans(
+        errors_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    spans, out = errors_run
+    tool_run = of_run(spans, out, "tool")
+    (failed,) = [s for s in tool_run if s.status_code == "ERROR" and s.name.startswith("exec")]
+    assert failed.name == "execute_tool lookup"
+    assert failed.attributes[t.ERROR_TYPE] == "ValueError"
+    assert failed.status_message == "no email given"
+    after = transitions(tool_run)[2]  # the transition that records the failed call
+    assert after.status_code == "ERROR" and after.attributes[t.ERROR_TYPE] == "ValueError"
+    assert out["runs"]["tool"]["state"] == "done"  # the model heard the error and went on
+    model_run = of_run(spans, out, "model")
+    (chat_span,) = named(model_run, "chat tiny-1")
+    assert chat_span.status_code == "ERROR"
+    assert chat_span.attributes[t.ERROR_TYPE] == "TimeoutError"
+    assert chat_span.status_message == "provider timed out"
+    (escalation,) = transitions(model_run).values()
+    assert escalation.name == "transition work.think -> escalated"
+    assert escalation.status_code == "ERROR"
+    assert "provider timed out" in escalation.status_message
+    handler_run = of_run(spans, out, "handler")
+    (handled,) = transitions(handler_run).values()
+    assert handled.status_code == "ERROR" and "handler broke" in handled.status_message
+    ok = [s for s in spans if s.status_code == "ERROR"]
+    assert {s.span_id for s in ok} == {failed.span_id, after.span_id, chat_span.span_id,
+                                       escalation.span_id, handled.span_id}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: tracing.transition_attributes takes error.type from the stored error text up to "
+    "its first ':'; "
+    "model errors are stored as repr() ('TimeoutError(\"provider timed out\")') and handler "
+    "errors as prose (\"handler of code state 'check' raised ValueError: ...\"), so "
+    "error.type is the whole message, not the exception class"))
+def test_error_type_on_a_transition_span_is_the_exception_class(
+        errors_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    spans, out = errors_run
+    (model_escalation,) = transitions(of_run(spans, out, "model")).values()
+    (handler_escalation,) = transitions(of_run(spans, out, "handler")).values()
+    assert [model_escalation.attributes[t.ERROR_TYPE],
+            handler_escalation.attributes[t.ERROR_TYPE]] == ["TimeoutError", "ValueError"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: tracing._budget_keys caches (kind, cap, attribute names) by id(level) without "
+    "keeping the level alive; once a chart is dropped, a new chart's level at the same "
+    "address gets the old caps, so statechart.budget.*.left is wrong"))
+def test_budget_attributes_follow_each_chart_when_charts_are_rebuilt(
+        receiver: Receiver, tmp_path: Path) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "rebuilt")
+    runs = out["runs"]
+    spans = receiver.wait_for(lambda spans: len(spans) == 7 * len(runs))
+    left = {}
+    for run_id in runs:
+        (last,) = [s for s in of_run(spans, out, run_id) if s.name == "transition work.act -> done"]
+        left[run_id] = (last.attributes["statechart.budget.root.steps.spent"],
+                        last.attributes["statechart.budget.root.steps.left"])
+    assert left == {run_id: (2, int(run_id[1:]) - 2) for run_id in runs}
+
+
+# -- content capture -----------------------------------------------------------------------
+
+EMAIL = "alice@example.com"
+
+
+@pytest.mark.parametrize(("how", "flags", "env"), [
+    ("default", (), {}),
+    ("configure", ("--content",), {}),
+    ("environment", (), {t.CAPTURE_CONTENT_ENV: "true"}),
+])
+def test_tool_arguments_and_results_only_when_content_capture_is_on(
+        receiver: Receiver, tmp_path: Path, how: str, flags: tuple[str, ...],
+        env: dict[str, str]) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "content", *flags, env=env)
+    assert out["runs"]["content"]["state"] == "done"
+    spans = received(receiver, 11)
+    (lookup,) = named(spans, "execute_tool lookup")
+    a = lookup.attributes
+    assert a[t.GEN_AI_TOOL_CALL_ID] == "l1"
+    if how == "default":
+        assert out["capture_content"] is False
+        assert t.GEN_AI_TOOL_CALL_ARGUMENTS not in a and t.GEN_AI_TOOL_CALL_RESULT not in a
+        everything = [v for s in spans for v in s.attributes.values()] + [
+            v for s in spans for e in s.events for v in e.attributes.values()]
+        assert not [v for v in everything if EMAIL in str(v)]  # nowhere in the trace
+    else:
+        assert out["capture_content"] is True
+        assert a[t.GEN_AI_TOOL_CALL_ARGUMENTS] == json.dumps({"email": EMAIL},
+                                                            separators=(",", ":"))
+        assert a[t.GEN_AI_TOOL_CALL_RESULT] == f"account 42 for {EMAIL}"
+
+
+# -- nothing without configure; sampling ---------------------------------------------------
+
+def test_nothing_is_exported_when_tracing_is_not_configured(
+        receiver: Receiver, tmp_path: Path) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "nested", "--no-configure",
+               env={"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "unconfigured"})
+    run = out["runs"]["r1"]
+    assert run["state"] == "done"
+    assert run["trace"] == {}
+    assert [e["span"] for e in run["events"]] == [None] * 10
+    spans, requests = receiver.snapshot()
+    assert spans == [] and requests == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: run_trace_context and _parent always write/read trace flags 01 (sampled), so a "
+    "run whose create_agent span was sampled out still records and exports every later "
+    "span, as orphans whose root never arrives"))
+def test_a_run_sampled_out_at_start_exports_nothing(receiver: Receiver, tmp_path: Path) -> None:
+    out = proc(receiver, tmp_path / "runs.db", "nested-start", env={
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"})
+    assert out["runs"]["r1"]["status"] == "waiting"
+    spans, _ = receiver.snapshot()
+    assert [s.name for s in spans] == []
