@@ -55,7 +55,7 @@ def advance(
             return _ask(cc, run, effect.detail, now, wall)
         if effect.what == "escalate":
             return escalate(cc, run, effect.detail, now, ONE_STEP + wall, actor="system",
-                             error=effect.detail)
+                             error=f"InvalidContext: {effect.detail}")
     raise ValueError(f"no transition follows effect {effect!r}")
 
 
@@ -66,7 +66,8 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         run = run.model_copy(update={"visit": visit})
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
-        return escalate(cc, run, reason, now, usage, actor="system", error=repr(outcome))
+        return escalate(cc, run, reason, now, usage, actor="system",
+                        error=f"{type(outcome).__name__}: {outcome}")
     reply: Reply = outcome
     u = reply.usage
     usage = Spent(
@@ -187,14 +188,15 @@ def _after_handler(
     usage = ONE_STEP + wall
     here = run.state
     if isinstance(outcome, BaseException):
-        why = f"handler of code state '{here}' raised {type(outcome).__name__}: {outcome}"
-        return escalate(cc, run, why, now, usage, actor="code", error=why)
+        error = f"{type(outcome).__name__}: {outcome}"
+        why = f"handler of code state '{here}' raised {error}"
+        return escalate(cc, run, why, now, usage, actor="code", error=error)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
     if not (isinstance(decision, Decision) and isinstance(decision.target, str)
             and isinstance(decision.reason, str) and isinstance(decision.patch, Mapping)):
         why = (f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
                "the name of a target state")
-        return escalate(cc, run, why, now, usage, actor="code", error=why)
+        return escalate(cc, run, why, now, usage, actor="code", error=f"InvalidDecision: {why}")
     patch, problem = _validate_patch(cc, here, run, effect.state, dict(decision.patch))
     if problem is None:
         move = try_move(cc, run, go(cc.nodes[here].prefix + decision.target), patch)

@@ -9,6 +9,7 @@ sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
 from __future__ import annotations
 
 import os
+import weakref
 from contextvars import Token
 from typing import Any
 
@@ -76,7 +77,8 @@ def run_trace_context(chart_name: str, run_id: str) -> dict[str, str]:
         current = span.get_span_context()
     if not current.is_valid:
         return {}
-    return {"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-01"}
+    flags = int(current.trace_flags)
+    return {"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"}
 
 
 def _parent(run: Run) -> Context | None:
@@ -85,7 +87,7 @@ def _parent(run: Run) -> Context | None:
         return None
     try:
         ctx = SpanContext(int(found[1], 16), int(found[2], 16), is_remote=True,
-                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                          trace_flags=TraceFlags(int(found[3], 16)))
     except ValueError:
         return None
     return trace.set_span_in_context(trace.NonRecordingSpan(ctx))
@@ -109,7 +111,7 @@ class RunTrace:
         if last_span and parent is not None:
             ctx = trace.get_current_span(parent).get_span_context()
             links.append(Link(SpanContext(ctx.trace_id, int(last_span, 16), is_remote=True,
-                                          trace_flags=TraceFlags(TraceFlags.SAMPLED)),
+                                          trace_flags=ctx.trace_flags),
                               {"statechart.link": "last transition before this drive"}))
         self.root = self.tracer.start_span(
             f"invoke_agent {cc.chart.name}", context=parent, links=links, attributes={
@@ -232,7 +234,7 @@ class RunTrace:
 def human_transition(cc: CompiledChart, record: Step, start_ns: int) -> Span | None:
     """The span of a human decision, in the run's trace (under the run's first span)."""
     e = record.event
-    attributes = {RUN_ID: e.run_id, **transition_attributes(cc, record)}
+    attributes = transition_attributes(cc, record)
     span = tracer().start_span(f"transition {e.source} -> {e.target}", start_time=start_ns,
                                context=_parent(record.run), attributes=attributes)
     if not span.is_recording():
@@ -246,7 +248,8 @@ def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
     """The `statechart.*` facts of a transition, budgets spent and left included."""
     e, run = record.event, record.run
     attributes: dict[str, Any] = {
-        SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger, ACTOR: e.actor, STEP: e.seq}
+        RUN_ID: e.run_id, SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger,
+        ACTOR: e.actor, STEP: e.seq}
     for level in cc.levels_of(e.source):
         spent = run.ledger.get(level.key)
         for kind, cap, spent_key, left_key in _budget_keys(level):
@@ -257,20 +260,28 @@ def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
         attributes[GUARD_REFUSED] = e.refused
     if e.exhausted:
         attributes[EXHAUSTED] = e.exhausted
-    if e.error:
-        attributes[ERROR_TYPE] = e.error.split(":", 1)[0]
+    if _failed_step(record):
+        attributes[ERROR_TYPE] = e.error.split(":", 1)[0] if e.error else "Error"
     return attributes
 
 
-_KEYS: dict[int, list[tuple[str, int, str, str]]] = {}
+def _failed_step(record: Step) -> bool:
+    """A transition forced by an error; a tool's failure is its `execute_tool` span's,
+    and the model hears about it, so that transition is not one."""
+    e = record.event
+    return bool(e.error) and not (e.actor == "code" and e.call is not None)
+
+
+_KEYS: weakref.WeakKeyDictionary[Level, list[tuple[str, int, str, str]]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
     """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
-    found = _KEYS.get(id(level))
+    found = _KEYS.get(level)
     if found is None:
         name = level.key or "root"
-        found = _KEYS[id(level)] = [
+        found = _KEYS[level] = [
             (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
             for kind, cap in level.caps.items()]
     return found
@@ -288,8 +299,8 @@ def annotate(span: Span, record: Step) -> None:
         span.add_event("statechart.approval.requested", {"reason": run.reason})
     if e.actor == "human":
         span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
-    if e.error:
-        span.set_status(Status(StatusCode.ERROR, e.error))
+    if _failed_step(record):
+        span.set_status(Status(StatusCode.ERROR, e.error or ""))
 
 
 def _failed(span: Span, exc: BaseException) -> None:

@@ -215,11 +215,6 @@ def test_exact_span_tree_of_a_three_level_chart(
     assert {s.kind for s in spans} == {"INTERNAL", "CLIENT"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression in 6d14096: driven transition spans (and chat / execute_tool spans) no "
-    "longer carry statechart.run.id; only invoke_agent, state, create_agent and human "
-    "transition spans do, so a Jaeger tag search statechart.run.id=<id> cannot land on a "
-    "transition"))
 def test_every_transition_span_names_its_run(
         nested_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
     spans, _ = nested_run
@@ -342,7 +337,9 @@ def test_model_and_tool_errors_are_error_spans(
     assert failed.attributes[t.ERROR_TYPE] == "ValueError"
     assert failed.status_message == "no email given"
     after = transitions(tool_run)[2]  # the transition that records the failed call
-    assert after.status_code == "ERROR" and after.attributes[t.ERROR_TYPE] == "ValueError"
+    # the failure is the tool span's; the run goes on (the model hears it), so the
+    # transition is not an error too
+    assert after.status_code == "UNSET" and t.ERROR_TYPE not in after.attributes
     assert out["runs"]["tool"]["state"] == "done"  # the model heard the error and went on
     model_run = of_run(spans, out, "model")
     (chat_span,) = named(model_run, "chat tiny-1")
@@ -357,16 +354,10 @@ def test_model_and_tool_errors_are_error_spans(
     (handled,) = transitions(handler_run).values()
     assert handled.status_code == "ERROR" and "handler broke" in handled.status_message
     ok = [s for s in spans if s.status_code == "ERROR"]
-    assert {s.span_id for s in ok} == {failed.span_id, after.span_id, chat_span.span_id,
+    assert {s.span_id for s in ok} == {failed.span_id, chat_span.span_id,
                                        escalation.span_id, handled.span_id}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: tracing.transition_attributes takes error.type from the stored error text up to "
-    "its first ':'; "
-    "model errors are stored as repr() ('TimeoutError(\"provider timed out\")') and handler "
-    "errors as prose (\"handler of code state 'check' raised ValueError: ...\"), so "
-    "error.type is the whole message, not the exception class"))
 def test_error_type_on_a_transition_span_is_the_exception_class(
         errors_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
     spans, out = errors_run
@@ -376,10 +367,6 @@ def test_error_type_on_a_transition_span_is_the_exception_class(
             handler_escalation.attributes[t.ERROR_TYPE]] == ["TimeoutError", "ValueError"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: tracing._budget_keys caches (kind, cap, attribute names) by id(level) without "
-    "keeping the level alive; once a chart is dropped, a new chart's level at the same "
-    "address gets the old caps, so statechart.budget.*.left is wrong"))
 def test_budget_attributes_follow_each_chart_when_charts_are_rebuilt(
         receiver: Receiver, tmp_path: Path) -> None:
     out = proc(receiver, tmp_path / "runs.db", "rebuilt")
@@ -439,10 +426,6 @@ def test_nothing_is_exported_when_tracing_is_not_configured(
     assert spans == [] and requests == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: run_trace_context and _parent always write/read trace flags 01 (sampled), so a "
-    "run whose create_agent span was sampled out still records and exports every later "
-    "span, as orphans whose root never arrives"))
 def test_a_run_sampled_out_at_start_exports_nothing(receiver: Receiver, tmp_path: Path) -> None:
     out = proc(receiver, tmp_path / "runs.db", "nested-start", env={
         "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"})
