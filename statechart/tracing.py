@@ -113,6 +113,10 @@ class RunTrace:
             links.append(Link(SpanContext(ctx.trace_id, int(last_span, 16), is_remote=True,
                                           trace_flags=ctx.trace_flags),
                               {"statechart.link": "last transition before this drive"}))
+        caller = trace.get_current_span().get_span_context()
+        if caller.is_valid and (parent is None or caller.trace_id != trace.get_current_span(
+                parent).get_span_context().trace_id):
+            links.append(Link(caller, {"statechart.link": "the caller's span"}))
         self.root = self.tracer.start_span(
             f"invoke_agent {cc.chart.name}", context=parent, links=links, attributes={
                 GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: cc.chart.name,
