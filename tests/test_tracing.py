@@ -432,3 +432,42 @@ def test_a_run_sampled_out_at_start_exports_nothing(receiver: Receiver, tmp_path
     assert out["runs"]["r1"]["status"] == "waiting"
     spans, _ = receiver.snapshot()
     assert [s.name for s in spans] == []
+
+
+CALLER = """
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from statechart import MemoryStore, ScriptedModel, call, reply, run_to_end, start
+from tests.test_nesting import workflow
+
+spans = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)
+app = trace.get_tracer("app")
+
+
+async def main():
+    chart, store = workflow(), MemoryStore()
+    model = ScriptedModel([reply(call("dig", q="1"))])
+    run = await start(chart, store=store, model=model)
+    with app.start_as_current_span("request") as request:
+        await run_to_end(chart, run, store=store, model=model)
+    (agent,) = [s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert format(agent.context.trace_id, "032x") == run.trace["traceparent"].split("-")[1]
+    assert agent.context.trace_id != request.get_span_context().trace_id
+    assert [link.context.span_id for link in agent.links] == [
+        request.get_span_context().span_id]
+
+
+anyio.run(main)
+"""
+
+
+def test_a_drive_inside_the_callers_span_stays_in_the_run_trace_and_links_to_it() -> None:
+    done = subprocess.run([sys.executable, "-c", CALLER], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
