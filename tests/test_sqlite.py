@@ -189,3 +189,30 @@ async def test_the_wal_is_checkpointed_off_the_hot_path(tmp_path: Path) -> None:
     store.close()
     assert store._checkpointer.checkpoints >= 1
     assert wal < BACKSTOP_PAGES * 4096 / 4
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    from statechart.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    for statement in MIGRATIONS[1]:
+        db.execute(statement)
+    db.execute("INSERT INTO charts (version, description) VALUES ('v-old', 'chart old')")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    rows = store._db.execute("SELECT version, description, source FROM charts").fetchall()
+    assert rows == [("v-old", "chart old", None)]
+    store.close()
+
+
+async def test_the_chart_source_is_kept_per_version(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    await store.save_chart("v1", "chart x", "agents/x.py:chart")
+    await store.save_chart("v1", "chart x")  # a later start without a source keeps it
+    assert await store.chart_source("v1") == "agents/x.py:chart"
+    assert await store.chart_source("v2") is None
+    store.close()

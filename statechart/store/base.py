@@ -74,8 +74,14 @@ class Store(Protocol):
         """Give the lease back; `clean=False` says a call may have been in flight."""
         ...
 
-    async def save_chart(self, version: str, description: str) -> None:
-        """Remember a chart version's structure, so a changed chart can be explained."""
+    async def save_chart(self, version: str, description: str, source: str | None = None,
+                         ) -> None:
+        """Remember a chart version's structure (so a changed chart can be explained) and,
+        if known, where it was loaded from (`path.py:name`)."""
+        ...
+
+    async def chart_source(self, version: str) -> str | None:
+        """Where the chart of `version` was loaded from, if that was recorded."""
         ...
 
     async def chart_description(self, version: str) -> str | None:

@@ -26,6 +26,7 @@ class MemoryStore:
         self._leases: dict[str, tuple[str, float, int]] = {}
         """run id -> (holder, expires, the run's seq when the holder last wrote)"""
         self._charts: dict[str, str] = {}
+        self._sources: dict[str, str] = {}
 
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         if run.run_id in self._runs:
@@ -131,8 +132,14 @@ class MemoryStore:
         else:
             self._leases[lease.run_id] = (lease.holder, 0.0, held[2])
 
-    async def save_chart(self, version: str, description: str) -> None:
+    async def save_chart(self, version: str, description: str, source: str | None = None,
+                         ) -> None:
         self._charts.setdefault(version, description)
+        if source is not None:
+            self._sources[version] = source
+
+    async def chart_source(self, version: str) -> str | None:
+        return self._sources.get(version)
 
     async def chart_description(self, version: str) -> str | None:
         return self._charts.get(version)

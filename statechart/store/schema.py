@@ -84,5 +84,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # Structure of each chart version runs were started on, to explain a change.
         "CREATE TABLE charts (version TEXT PRIMARY KEY, description TEXT NOT NULL)",
     ),
+    2: (
+        # Where a chart version was loaded from (`path.py:name`), so the CLI can resume,
+        # approve or draw a run without being told its chart again.
+        "ALTER TABLE charts ADD COLUMN source TEXT",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)

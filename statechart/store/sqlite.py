@@ -232,13 +232,24 @@ class SQLiteStore:
                 "lease_expires=0 WHERE run_id=? AND lease_holder=?",
                 (clean, lease.run_id, lease.holder))
 
-    async def save_chart(self, version: str, description: str) -> None:
-        await self._call(self._save_chart, version, description)
+    async def save_chart(self, version: str, description: str, source: str | None = None,
+                         ) -> None:
+        await self._call(self._save_chart, version, description, source)
 
-    def _save_chart(self, version: str, description: str) -> None:
+    def _save_chart(self, version: str, description: str, source: str | None) -> None:
         with _tx(self._db) as db:
             db.execute("INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
                        (version, description))
+            if source is not None:
+                db.execute("UPDATE charts SET source=? WHERE version=?", (source, version))
+
+    async def chart_source(self, version: str) -> str | None:
+        return await self._call(self._chart_source, version)
+
+    def _chart_source(self, version: str) -> str | None:
+        found = self._db.execute("SELECT source FROM charts WHERE version=?",
+                                 (version,)).fetchone()
+        return None if found is None or found[0] is None else str(found[0])
 
     # -- reads ------------------------------------------------------------------------------
 

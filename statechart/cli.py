@@ -1,0 +1,322 @@
+"""The `statechart` command: run, inspect, decide on, resume and draw runs stored in SQLite.
+
+Every command prints one clear line and exits non-zero on an error (`--debug` shows the
+traceback). Charts are loaded by path: `statechart run agents/support_triage.py:chart`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import typer
+
+from . import audit, diagram
+from .budget import spent_of
+from .chart import Chart
+from .driver import approve as approve_run
+from .driver import cancel as cancel_run
+from .driver import drive, start
+from .driver import fork as fork_run
+from .driver import reject as reject_run
+from .errors import StatechartError
+from .loading import LoadError, load_chart
+from .models.base import Model
+from .models.registry import from_spec
+from .run import Run, Status, Step
+from .store.sqlite import SQLiteStore
+
+T = TypeVar("T")
+app = typer.Typer(
+    help="Hierarchical statecharts for AI agents: run, inspect, approve and resume runs.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+_DEBUG = {"on": False}
+
+Db = Annotated[Path, typer.Option("--db", help="The SQLite store.")]
+DB_DEFAULT = Path("statechart.db")
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="Model spec (openai:MODEL, anthropic:MODEL, ...); default: the agent's "
+    "offline demo model, or on resume the model the run recorded.")]
+
+
+@app.callback()
+def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+         ) -> None:
+    """Run `statechart COMMAND --help` for each command's options and an example."""
+    _DEBUG["on"] = debug
+
+
+def _run(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
+    try:
+        return anyio.run(fn)
+    except (StatechartError, ValueError, OSError) as exc:
+        if _DEBUG["on"]:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) -> Model:
+    """The model to drive with: `--model`, else the run's recorded one, else the demo."""
+    if spec is not None:
+        return from_spec(spec)
+    if run is not None:
+        return from_spec(run.model, run.run_id)
+    demo = getattr(module, "demo_model", None)
+    if demo is None:
+        raise LoadError("the agent defines no demo_model(); pass --model")
+    found: Model = demo()
+    return found
+
+
+async def _chart_of(store: SQLiteStore, run: Run) -> tuple[Chart, ModuleType]:
+    source = await store.chart_source(run.chart_version)
+    if source is None:
+        raise LoadError(f"run {run.run_id} does not record where its chart came from; it was "
+                        "not started by this command")
+    return load_chart(source)
+
+
+def _progress(record: Step, chart: Chart) -> None:
+    e, run = record.event, record.run
+    spent = run.ledger.get("")
+    caps = chart.budget.caps() if chart.budget else {}
+    used = {kind: spent_of(spent, kind) if spent else 0 for kind in caps}
+    budget = "  ".join(
+        f"{kind} {used[kind]} ({cap - used[kind]} left)" for kind, cap in caps.items())
+    note = e.refused or e.reason or ""
+    typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note
+                                                                       else ""))
+
+
+async def _drive(chart: Chart, run_id: str, store: SQLiteStore, model: Model, *,
+                 resuming: bool) -> Run:
+    last = None
+    async for record in drive(chart, run_id, store=store, model=model, resuming=resuming):
+        _progress(record, chart)
+        last = record.run
+    return last if last is not None else await store.load(run_id)
+
+
+def _outcome(run: Run, db: Path) -> None:
+    why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
+    typer.echo(f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
+    if run.status == "waiting":
+        typer.echo(f"approve: statechart approve {run.run_id} --db {db}\n"
+                   f"reject:  statechart reject {run.run_id} --reason '...' --db {db}")
+
+
+@app.command()
+def run(
+    target: Annotated[str, typer.Argument(help="PATH.py:CHART of the agent.")],
+    input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
+    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
+    db: Db = DB_DEFAULT, model: ModelOpt = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the id.")] = None,
+) -> None:
+    """Start a run and drive it until it ends or waits for a human.
+
+    Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
+    """
+    async def go() -> None:
+        chart, module = load_chart(target)
+        text = input_file.read_text() if input_file else input or "{}"
+        try:
+            context = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--input is not JSON: {exc}") from None
+        store = SQLiteStore(db)
+        chosen = _model(model, module)
+        first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
+        await store.save_chart(chart.version, chart.describe(), target)
+        typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
+        _outcome(await _drive(chart, first.run_id, store, chosen, resuming=False), db)
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def runs(
+    db: Db = DB_DEFAULT,
+    status: Annotated[str | None, typer.Option(help="running, waiting or ended")] = None,
+    chart: Annotated[str | None, typer.Option(help="Only runs of this chart name.")] = None,
+) -> None:
+    """List stored runs. Example: statechart runs --status waiting"""
+    if status not in (None, "running", "waiting", "ended"):
+        typer.echo(f"error: --status {status}: use running, waiting or ended", err=True)
+        raise typer.Exit(1)
+
+    async def go() -> None:
+        store = SQLiteStore(db)
+        found: Status | None = status  # type: ignore[assignment]
+        for r in await store.runs(status=found, chart=chart):
+            typer.echo(f"{r.run_id}  {r.chart:<20} {r.status:<8} {r.state:<32} seq {r.seq}")
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def show(
+    run_id: str, db: Db = DB_DEFAULT,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
+) -> None:
+    """The audit timeline of a run. Example: statechart show RUN_ID --json"""
+    async def go() -> None:
+        store = SQLiteStore(db)
+        found, events = await store.load(run_id), await store.events(run_id)
+        if as_json:
+            t = audit.totals(events)
+            typer.echo(json.dumps({"run": found.model_dump(mode="json"),
+                                   "events": audit.timeline(events),
+                                   "totals": t.model_dump()}, indent=2))
+        else:
+            typer.echo(audit.render(found, events))
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def resume(run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None) -> None:
+    """Drive a stored run on from where it is. Example: statechart resume RUN_ID"""
+    async def go() -> None:
+        store = SQLiteStore(db)
+        found = await store.load(run_id)
+        chart, module = await _chart_of(store, found)
+        chosen = _model(model, module, found)
+        _outcome(await _drive(chart, run_id, store, chosen, resuming=True), db)
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def approve(
+    run_id: str, db: Db = DB_DEFAULT,
+    by: Annotated[str, typer.Option(help="Who approves.")] = "cli",
+    note: Annotated[str, typer.Option(help="Why.")] = "",
+    edit: Annotated[str | None, typer.Option(help="JSON edits to the pending call.")] = None,
+    no_resume: Annotated[bool, typer.Option("--no-resume", help="Only record it.")] = False,
+    model: ModelOpt = None,
+) -> None:
+    """Approve what a run waits for, then resume it.
+
+    Example: statechart approve RUN_ID --note 'checked' --edit '{"amount": 15}'
+    """
+    async def go() -> None:
+        store = SQLiteStore(db)
+        found = await store.load(run_id)
+        chart, module = await _chart_of(store, found)
+        edits = json.loads(edit) if edit else None
+        await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
+        typer.echo(f"approved by {by}")
+        if not no_resume:
+            _outcome(await _drive(chart, run_id, store, _model(model, module, found),
+                                  resuming=True), db)
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def reject(
+    run_id: str, reason: Annotated[str, typer.Option(help="Why (the model hears it).")],
+    db: Db = DB_DEFAULT, by: Annotated[str, typer.Option(help="Who rejects.")] = "cli",
+) -> None:
+    """Reject what a run waits for. Example: statechart reject RUN_ID --reason 'tone'"""
+    async def go() -> None:
+        store = SQLiteStore(db)
+        chart, _ = await _chart_of(store, await store.load(run_id))
+        record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
+        typer.echo(f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
+                   f"continue with: statechart resume {run_id} --db {db}")
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def cancel(
+    run_id: str, reason: Annotated[str, typer.Option(help="Why.")], db: Db = DB_DEFAULT,
+    by: Annotated[str, typer.Option(help="Who cancels.")] = "cli",
+) -> None:
+    """End a run in `cancelled`. Example: statechart cancel RUN_ID --reason 'duplicate'"""
+    async def go() -> None:
+        store = SQLiteStore(db)
+        chart, _ = await _chart_of(store, await store.load(run_id))
+        await cancel_run(chart, run_id, store=store, reason=reason, by=by)
+        typer.echo(f"run {run_id} cancelled")
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def fork(
+    run_id: str, at: Annotated[int, typer.Option("--at", help="The seq to fork after.")],
+    db: Db = DB_DEFAULT,
+) -> None:
+    """Start a new run from a run's state after event SEQ. Example: statechart fork RUN --at 4"""
+    async def go() -> None:
+        store = SQLiteStore(db)
+        found = await store.load(run_id)
+        chart, _ = await _chart_of(store, found)
+        child = await fork_run(chart, run_id, at, store=store)
+        typer.echo(f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
+                   f"drive it with: statechart resume {child.run_id} --db {db}")
+        store.close()
+
+    _run(go)
+
+
+@app.command()
+def check(target: Annotated[str, typer.Argument(help="PATH.py:CHART")]) -> None:
+    """Validate a chart (as a lint). Example: statechart check agents/support_triage.py:chart"""
+    async def go() -> None:
+        chart, _ = load_chart(target)
+        cc = chart.compiled
+        typer.echo(f"ok: {chart.name} version {chart.version}: {len(cc.nodes)} states, "
+                   f"{len(cc.transitions)} transitions")
+
+    _run(go)
+
+
+@app.command("diagram")
+def draw(
+    target: Annotated[str | None, typer.Argument(help="PATH.py:CHART")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Mark this run.")] = None,
+    db: Db = DB_DEFAULT,
+) -> None:
+    """Print a Mermaid diagram. Example: statechart diagram agents/support_triage.py:chart"""
+    async def go() -> None:
+        found: Run | None = None
+        events: list[Any] = []
+        if run_id is not None:
+            store = SQLiteStore(db)
+            found, events = await store.load(run_id), await store.events(run_id)
+            chart = (await _chart_of(store, found))[0] if target is None else \
+                load_chart(target)[0]
+            store.close()
+        elif target is not None:
+            chart = load_chart(target)[0]
+        else:
+            raise LoadError("give PATH.py:CHART, or --run RUN_ID")
+        typer.echo(diagram.mermaid(chart, found, events), nl=False)
+
+    _run(go)
+
+
+def entry() -> None:
+    """The console script."""
+    app(prog_name="statechart")
+
+
+if __name__ == "__main__":
+    entry()
