@@ -50,16 +50,25 @@ async def start(
     entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
     owner, state = cc.owner_state(leaf)
     await store.save_chart(chart.version, chart.describe())
+    trace, span = tracing.run_trace_context(chart.name, run_id)
     run = Run(
         run_id=run_id, chart=chart.name, chart_version=chart.version, model=model.spec,
         state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id, created_at=clock(),
-        trace=tracing.run_trace_context(chart.name, run_id),
+        trace=trace,
         status="waiting" if state.kind == "approval" else "running",
         reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
     )
-    await store.create(run)
+    try:
+        await store.create(run)
+    except BaseException as exc:
+        if span is not None:
+            tracing.failed(span, exc)
+        raise
+    finally:
+        if span is not None:
+            span.end()
     return run
 
 
@@ -117,14 +126,18 @@ async def step(
     if rt is None:
         outcome = await _perform(effect, model)
     else:
-        span = (rt.effect_start(run) if isinstance(effect, CallModel) else rt.effect_start(
-            run, effect.tool.name, effect.call.id, effect.arguments)
-            if isinstance(effect, RunTool) else None)
-        outcome = None
+        if isinstance(effect, CallModel):
+            span = rt.effect_start(run)
+        elif isinstance(effect, RunTool):
+            span = rt.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
+        else:
+            span = rt.effect_start(run, handler=True)
         try:
             outcome = await _perform(effect, model)
-        finally:
-            rt.effect_end(span, outcome)
+        except BaseException as exc:  # cancelled mid-call: the call's span says so
+            rt.effect_end(span, exc)
+            raise
+        rt.effect_end(span, outcome)
     wall_ms = session.carry.charge(time.monotonic() - started)
     start_ns = time.time_ns()
     record = advance(cc, run, memory, effect, outcome, now=clock(), wall_ms=wall_ms)
@@ -210,7 +223,11 @@ async def drive(
             rt.enter(run)
             span = rt.transition(run, found_pre, time.time_ns())
             record = _stamped(found_pre, span)
-            await store.append(record, lease)
+            try:
+                await store.append(record, lease)
+            except BaseException as exc:
+                rt.transition_end(span, record, stored=False, error=exc)
+                raise
             rt.transition_end(span, record)
             session.absorb(run, record)
             run = record.run
@@ -226,18 +243,24 @@ async def drive(
             record = found
             try:
                 await store.append(record, lease)
-            except ConflictError:
-                rt.transition_end(session.span, record, stored=False)
+            except ConflictError as exc:
+                rt.transition_end(session.span, record, stored=False, error=exc)
                 latest = await store.load(run_id)
                 if latest.state != CANCELLED:
                     raise
                 late = resuming_.late_result(cc, latest, record, now=clock())
                 if late is not None:  # the call finished after the cancel: keep its result
+                    late_span = rt.transition(latest, late, time.time_ns())
+                    late = _stamped(late, late_span)
                     await store.append(late, lease)
+                    rt.transition_end(late_span, late)
                     in_flight = False
                     yield late
                 run = latest
                 return
+            except BaseException as exc:
+                rt.transition_end(session.span, record, stored=False, error=exc)
+                raise
             rt.transition_end(session.span, record)
             if record.opened is not None:
                 failpoints.hit("intent.recorded")
@@ -246,7 +269,8 @@ async def drive(
             run = record.run
             yield record
     except BaseException as exc:
-        failure = exc
+        if not isinstance(exc, GeneratorExit):  # closing the iterator early is no failure
+            failure = exc
         raise
     finally:
         if rt is not None:
@@ -376,6 +400,10 @@ async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> S
     record = _stamped(record, span)
     try:
         await store.append(record)
+    except BaseException as exc:  # not stored (another writer came first): not a transition
+        if span is not None:
+            tracing.failed(span, exc)
+        raise
     finally:
         if span is not None:
             span.end()

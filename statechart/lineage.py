@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from . import tracing
 from .chart import Chart
 from .errors import ChartChangedError, RunError
 from .intents import open_call
@@ -130,10 +131,15 @@ async def fork(
             f"chart is version {chart.version}; fork with the chart it had, then migrate")
     events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= at_seq]
     state = replay(chart.compiled, base, events)
+    new_id = new_run_id or uuid.uuid4().hex
+    context, span = tracing.run_trace_context(chart.name, new_id)  # a run, a trace of its own
     new = evolve(state, {
-        "run_id": new_run_id or uuid.uuid4().hex, "parent_run": run_id, "parent_seq": at_seq,
+        "run_id": new_id, "parent_run": run_id, "parent_seq": at_seq, "trace": context,
         "lineage_root": original.lineage_root or run_id, "created_at": now,
     })
+    if span is not None:
+        span.set_attributes({"statechart.fork.of": run_id, "statechart.fork.at": at_seq})
+        span.end()
     head = open_call(new)
     inherited: list[Intent] = []
     if head is not None and new.visit is not None:

@@ -19,6 +19,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from .budget import spent_of
+from .effects import Reconciled
 from .errors import ConflictError
 from .machine import CompiledChart, Level
 from .models.base import Reply
@@ -65,20 +66,22 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(_TRACER)
 
 
-def run_trace_context(chart_name: str, run_id: str) -> dict[str, str]:
+def run_trace_context(chart_name: str, run_id: str) -> tuple[dict[str, str], Span | None]:
     """The trace a new run belongs to: the caller's current span, or a fresh
-    `create_agent` span; stored in the run so every process continues the same trace."""
+    `create_agent` span (returned open: end it once the run is stored); kept in the run
+    so every process continues the same trace."""
     current = trace.get_current_span().get_span_context()
+    span = None
     if not current.is_valid:
         span = tracer().start_span(f"create_agent {chart_name}", attributes={
             GEN_AI_OPERATION_NAME: "create_agent", GEN_AI_AGENT_NAME: chart_name,
             RUN_ID: run_id})
-        span.end()
         current = span.get_span_context()
     if not current.is_valid:
-        return {}
+        return {}, span
     flags = int(current.trace_flags)
-    return {"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"}
+    return ({"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"},
+            span)
 
 
 def _parent(run: Run) -> Context | None:
@@ -101,7 +104,9 @@ class RunTrace:
         self.cc = cc
         self.model = model
         self.tracer = tracer()
-        provider, _, name = model.rpartition(":")
+        provider, colon, name = model.partition(":")
+        if not colon:
+            provider, name = model, model
         self.chat_name = f"chat {name or model}"
         self.chat_attributes = {GEN_AI_OPERATION_NAME: "chat",
                                 GEN_AI_REQUEST_MODEL: name or model,
@@ -130,7 +135,7 @@ class RunTrace:
 
     def enter(self, run: Run) -> None:
         """Open a span for every user state active at `run.state` that has none."""
-        if not self.on:
+        if not self.on or run.state not in self.cc.nodes:  # a run about to be migrated
             return
         parent = self.root
         for path in reversed(self.cc.ancestors(run.state)):
@@ -145,6 +150,8 @@ class RunTrace:
             parent = span
 
     def _innermost(self, leaf: str) -> Span:
+        if leaf not in self.cc.nodes:
+            return self.root
         for path in self.cc.ancestors(leaf):
             if path in self.states:
                 return self.states[path]
@@ -153,12 +160,16 @@ class RunTrace:
     # -- effects --------------------------------------------------------------------------
 
     def effect_start(self, run: Run, tool: str | None = None, call_id: str = "",
-                     arguments: Any = None) -> Span | None:
+                     arguments: Any = None, *, handler: bool = False) -> Span | None:
         """A `chat {model}` span (no `tool`) or an `execute_tool {tool}` span, made current
-        so spans of instrumented clients inside the call nest under it."""
+        so spans of instrumented clients inside the call nest under it; for a code state's
+        `handler`, no span of its own: the state's span is made current."""
         if not self.on:
             return None
         parent = trace.set_span_in_context(self._innermost(run.state))
+        if handler:
+            self._token = context_api.attach(parent)
+            return None
         if tool is None:
             span = self.tracer.start_span(self.chat_name, context=parent,
                                           kind=trace.SpanKind.CLIENT,
@@ -175,12 +186,15 @@ class RunTrace:
         return span
 
     def effect_end(self, span: Span | None, outcome: Any) -> None:
-        """End the effect span with what came back: usage, an error, or the result."""
-        if span is None:
-            return
+        """End the effect span with what came back: usage, an error (a cancellation too),
+        or the result."""
         if self._token is not None:
             context_api.detach(self._token)
             self._token = None
+        if span is None:
+            return
+        if isinstance(outcome, Reconciled):
+            outcome = outcome.failed if outcome.failed is not None else outcome.value
         if isinstance(outcome, Reply):
             span.set_attributes({
                 GEN_AI_RESPONSE_MODEL: outcome.model
@@ -188,9 +202,10 @@ class RunTrace:
                 GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
                 GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens})
         elif isinstance(outcome, BaseException):
-            _failed(span, outcome)
+            failed(span, outcome)
         elif capture_content and outcome is not None:
-            span.set_attribute(GEN_AI_TOOL_CALL_RESULT, str(outcome))
+            span.set_attribute(GEN_AI_TOOL_CALL_RESULT,
+                               outcome if isinstance(outcome, str) else canonical_json(outcome))
         span.end()
 
     # -- transitions ----------------------------------------------------------------------
@@ -208,12 +223,14 @@ class RunTrace:
         annotate(span, record)
         return span
 
-    def transition_end(self, span: Span | None, record: Step, *, stored: bool = True) -> None:
-        """End the transition span; close the spans of the states it exited."""
+    def transition_end(self, span: Span | None, record: Step, *, stored: bool = True,
+                       error: BaseException | None = None) -> None:
+        """End the transition span; close the spans of the states it exited. A transition
+        that was not stored ends as an error."""
         if span is None:
             return
         if not stored:
-            _failed(span, ConflictError("another writer appended first"))
+            failed(span, error or ConflictError("another writer appended first"))
         span.end()
         if stored:
             for path in record.event.exited:
@@ -231,7 +248,7 @@ class RunTrace:
         if run is not None:
             self.root.set_attributes({STATE: run.state, "statechart.status": run.status})
         if error is not None:
-            _failed(self.root, error)
+            failed(self.root, error)
         self.root.end()
 
 
@@ -304,12 +321,17 @@ def annotate(span: Span, record: Step) -> None:
     if e.actor == "human":
         span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
     if _failed_step(record):
-        span.set_status(Status(StatusCode.ERROR, e.error or ""))
+        text = e.error or ""
+        span.set_status(Status(StatusCode.ERROR, text if capture_content
+                               else text.split(":", 1)[0]))
 
 
-def _failed(span: Span, exc: BaseException) -> None:
-    span.set_status(Status(StatusCode.ERROR, str(exc)))
-    span.set_attribute(ERROR_TYPE, type(exc).__qualname__)
+def failed(span: Span, exc: BaseException) -> None:
+    """ERROR status and `error.type`; the message only with content capture on (it may be
+    what a tool said about a person)."""
+    kind = type(exc).__qualname__
+    span.set_status(Status(StatusCode.ERROR, str(exc) if capture_content else kind))
+    span.set_attribute(ERROR_TYPE, kind)
 
 
 

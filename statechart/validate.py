@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 IMPLICIT = (ESCALATED, EXHAUSTED)
-RESERVED = ("think", "act", "approve", "cancelled")
+RESERVED = ("think", "act", "approve", "cancelled", "root")
 
 
 def complete_states(chart_name: str, states: tuple[State, ...]) -> tuple[State, ...]:
@@ -75,8 +75,9 @@ def _check_names(chart: Chart) -> None:
             )
         if s.name in RESERVED:
             raise MalformedStateNameError(
-                f"chart '{chart.name}': state name '{s.name}' is reserved for the sub-states "
-                "of model states (and the root's cancel target); choose another name"
+                f"chart '{chart.name}': state name '{s.name}' is reserved (for the sub-states "
+                "of model states, the root's cancel target, and 'root' for the chart's own "
+                "budget in traces); choose another name"
             )
         if s.name in seen:
             raise DuplicateStateError(
