@@ -7,6 +7,7 @@ traceback). Charts are loaded by path: `statechart run agents/support_triage.py:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
@@ -44,10 +45,16 @@ ModelOpt = Annotated[str | None, typer.Option(
 
 
 @app.callback()
-def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-         ) -> None:
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="For openai:MODEL: any OpenAI-compatible server (vLLM, Ollama, "
+        "llama.cpp, LM Studio), e.g. http://localhost:11434/v1")] = None,
+) -> None:
     """Run `statechart COMMAND --help` for each command's options and an example."""
     _DEBUG["on"] = debug
+    if base_url is not None:
+        os.environ["OPENAI_BASE_URL"] = base_url
 
 
 def _run(fn: Callable[[], Awaitable[T]]) -> T:

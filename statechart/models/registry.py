@@ -7,6 +7,7 @@ starting with `prefix:` (or equal to it); `from_spec` builds one.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from ..errors import ModelError
@@ -15,7 +16,17 @@ from .base import Model
 ModelFactory = Callable[[str], Model]
 """Builds a model from its full spec."""
 
-_FACTORIES: dict[str, ModelFactory] = {}
+def _adapter(module: str) -> ModelFactory:
+    """A factory that imports an adapter module (and its SDK) only when used."""
+
+    def build(spec: str) -> Model:
+        found: Model = importlib.import_module(f"{__package__}.{module}").from_spec(spec)
+        return found
+
+    return build
+
+
+_FACTORIES: dict[str, ModelFactory] = {"openai": _adapter("openai")}
 
 
 def register(prefix: str, factory: ModelFactory) -> None:

@@ -1,0 +1,63 @@
+"""A scripted HTTP server on 127.0.0.1 that speaks a provider's wire format for tests:
+each request gets the next queued (status, JSON body) answer; requests are recorded."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Provider:
+    """The queue of answers and the record of requests (path, JSON body)."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, Any]] = []
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+        self.url = ""
+
+    def answer(self, body: Any, status: int = 200) -> None:
+        with self.lock:
+            self.answers.append((status, body))
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [body for _, body in self.requests]
+
+
+@contextmanager
+def serve() -> Iterator[Provider]:
+    provider = Provider()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            with provider.lock:
+                provider.requests.append((self.path, body))
+                status, answer = provider.answers.pop(0) if provider.answers else (
+                    500, {"error": {"message": "no answer queued", "type": "test"}})
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 429:
+                self.send_header("retry-after-ms", "10")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    provider.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield provider
+    finally:
+        server.shutdown()
+        server.server_close()
