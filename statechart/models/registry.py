@@ -26,7 +26,8 @@ def _adapter(module: str) -> ModelFactory:
     return build
 
 
-_FACTORIES: dict[str, ModelFactory] = {"openai": _adapter("openai")}
+_FACTORIES: dict[str, ModelFactory] = {
+    "openai": _adapter("openai"), "anthropic": _adapter("anthropic")}
 
 
 def register(prefix: str, factory: ModelFactory) -> None:

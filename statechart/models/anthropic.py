@@ -1,0 +1,112 @@
+"""Anthropic messages through the official `anthropic` SDK (the `anthropic` extra).
+
+The state's tools and `next_state` are offered with `tool_choice={"type": "any"}` and
+parallel tool use disabled; tool results go back as `tool_result` blocks. Timeouts and
+retries with backoff are the SDK's own (`timeout=`, `max_retries=`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ModelError
+from .base import Message, Reply, Request, ToolCall, Usage
+from .pricing import Price, cost_micros
+
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-sonnet-4-5": Price(3_000_000, 15_000_000),
+    "claude-haiku-4-5": Price(1_000_000, 5_000_000),
+    "claude-opus-4-1": Price(15_000_000, 75_000_000),
+}
+"""Micro-dollars per million input and output tokens; override with `prices=`."""
+DEFAULT_MAX_TOKENS = 1024
+"""Anthropic requires `max_tokens`; used when no budget or state caps it."""
+
+
+class AnthropicModel:
+    """A `Model` over the messages API. The spec is `anthropic:MODEL`."""
+
+    def __init__(
+        self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+        timeout: float = 60.0, max_retries: int = 2, prices: Mapping[str, Price] | None = None,
+        client: Any = None,
+    ) -> None:
+        try:
+            from anthropic import AsyncAnthropic
+        except ImportError:
+            raise ModelError("the anthropic adapter needs the anthropic extra: "
+                             "pip install 'statechart[anthropic]'") from None
+        self.model = model
+        self.prices = {**DEFAULT_PRICES, **(prices or {})}
+        self.client: Any = client or AsyncAnthropic(
+            base_url=base_url, api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "none",
+            timeout=timeout, max_retries=max_retries)
+
+    @property
+    def spec(self) -> str:
+        return f"anthropic:{self.model}"
+
+    async def complete(self, request: Request) -> Reply:
+        response = await self.client.messages.create(
+            model=self.model, system=request.instructions or f"You are in state "
+                                                               f"'{request.state}'.",
+            messages=messages(request), tools=tools(request),
+            tool_choice={"type": "any", "disable_parallel_tool_use": True},
+            max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS)
+        text = "".join(b.text for b in response.content if b.type == "text")
+        calls = tuple(
+            ToolCall(id=b.id, name=b.name,
+                     arguments=b.input if isinstance(b.input, dict) else json.dumps(b.input))
+            for b in response.content if b.type == "tool_use")
+        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
+        return Reply(
+            content=text, tool_calls=calls, model=response.model or self.model,
+            usage=Usage(input_tokens=tokens_in, output_tokens=tokens_out,
+                        cost_micros=cost_micros(self.prices, self.model, tokens_in,
+                                                tokens_out)))
+
+
+def messages(request: Request) -> list[dict[str, Any]]:
+    """The transcript as alternating user/assistant messages of content blocks."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": [
+        {"type": "text", "text": "Context: " + json.dumps(request.context, sort_keys=True)}]}]
+    for m in request.transcript:
+        role, blocks = _blocks(m)
+        if out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.role == "tool":
+        return "user", [{"type": "tool_result", "tool_use_id": m.tool_call_id,
+                         "content": m.content}]
+    if m.role == "assistant":
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        for c in m.tool_calls:
+            arguments = c.arguments
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except json.JSONDecodeError:
+                    arguments = {"_raw": arguments}
+            blocks.append({"type": "tool_use", "id": c.id, "name": c.name,
+                           "input": arguments if isinstance(arguments, dict) else {}})
+        return "assistant", blocks
+    return "user", [{"type": "text", "text": m.content}]
+
+
+def tools(request: Request) -> list[dict[str, Any]]:
+    """The state's tools and `next_state`, as Anthropic tools."""
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools]
+
+
+def from_spec(spec: str) -> AnthropicModel:
+    """`anthropic:MODEL` (key from `ANTHROPIC_API_KEY`, base URL from `ANTHROPIC_BASE_URL`)."""
+    return AnthropicModel(spec.split(":", 1)[1])
