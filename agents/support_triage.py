@@ -6,14 +6,17 @@ model, so the command works anywhere with no API key):
     python agents/support_triage.py
 
 The send step needs a human's approval; the demo approves as `demo-operator`.
-The helpdesk data is a small in-memory fixture here; a real SQLite helpdesk
-arrives with the CLI issue.
+Its tools work on a local SQLite helpdesk (`helpdesk.db`, or
+$SUPPORT_TRIAGE_HELPDESK) created from the fixture `agents/helpdesk.json`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,13 +45,33 @@ from statechart import (
 )
 from statechart.models import register
 
-TICKETS = {"T-1001": {"customer": "acme", "text": "I was charged twice for my May invoice."}}
-ARTICLES = {
-    "double charge": "KB-12: duplicate charges are refunded within 5 days after verification.",
-    "invoice": "KB-7: invoices are issued on the 1st; corrections need the invoice number.",
-}
-ACCOUNTS = {"acme": {"plan": "business", "open_invoices": 0, "refunds_this_year": 1}}
+FIXTURE = Path(__file__).with_name("helpdesk.json")
+HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK", "helpdesk.db")
+"""The helpdesk: a SQLite file of tickets, knowledge-base articles, accounts and sent
+replies, created from `helpdesk.json` the first time it is opened."""
 OUTBOX: list[str] = []
+"""Replies sent by this process (they are also stored in the helpdesk's `replies`)."""
+
+
+def helpdesk() -> sqlite3.Connection:
+    """The helpdesk database, created and filled from the fixture when missing."""
+    db = sqlite3.connect(HELPDESK, isolation_level=None)
+    db.executescript("""
+        CREATE TABLE IF NOT EXISTS tickets (id TEXT PRIMARY KEY, customer TEXT, text TEXT);
+        CREATE TABLE IF NOT EXISTS articles (id TEXT PRIMARY KEY, keyword TEXT, body TEXT);
+        CREATE TABLE IF NOT EXISTS accounts (customer TEXT PRIMARY KEY, plan TEXT,
+            open_invoices INTEGER, refunds_this_year INTEGER);
+        CREATE TABLE IF NOT EXISTS replies (text TEXT);
+    """)
+    if db.execute("SELECT count(*) FROM tickets").fetchone()[0] == 0:
+        data = json.loads(FIXTURE.read_text())
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO tickets VALUES (:id, :customer, :text)", data["tickets"])
+        db.executemany("INSERT INTO articles VALUES (:id, :keyword, :body)", data["articles"])
+        db.executemany("INSERT INTO accounts VALUES (:customer, :plan, :open_invoices, "
+                       ":refunds_this_year)", data["accounts"])
+        db.execute("COMMIT")
+    return db
 
 
 class Ticket(BaseModel):
@@ -64,21 +87,30 @@ class Ticket(BaseModel):
 @tool(retry="safe")
 def fetch_ticket(ticket_id: str) -> str:
     """Load a ticket by id."""
-    found = TICKETS.get(ticket_id)
-    return json.dumps(found) if found else f"no ticket {ticket_id}"
+    with closing(helpdesk()) as db:
+        found = db.execute("SELECT customer, text FROM tickets WHERE id=?",
+                           (ticket_id,)).fetchone()
+    return json.dumps({"customer": found[0], "text": found[1]}) if found else \
+        f"no ticket {ticket_id}"
 
 
 @tool(retry="safe")
 def search_kb(query: str) -> str:
     """Search the knowledge base."""
-    hits = [text for key, text in ARTICLES.items() if key in query.lower()]
-    return "\n".join(hits) or "no articles found"
+    with closing(helpdesk()) as db:
+        hits = db.execute("SELECT body FROM articles WHERE instr(lower(?), keyword) > 0 "
+                          "ORDER BY id", (query,)).fetchall()
+    return "\n".join(body for (body,) in hits) or "no articles found"
 
 
 @tool(retry="safe")
 def lookup_account(customer: str) -> str:
     """Look up a customer's account."""
-    return json.dumps(ACCOUNTS.get(customer, {}))
+    with closing(helpdesk()) as db:
+        db.row_factory = sqlite3.Row
+        found = db.execute("SELECT plan, open_invoices, refunds_this_year FROM accounts "
+                           "WHERE customer=?", (customer,)).fetchone()
+    return json.dumps(dict(found) if found else {})
 
 
 @tool(retry="safe")
@@ -90,6 +122,8 @@ def draft_reply(text: str) -> str:
 @tool(retry="never", needs_approval=True)
 def send_reply(text: str) -> str:
     """Send the reply to the customer."""
+    with closing(helpdesk()) as db:
+        db.execute("INSERT INTO replies VALUES (?)", (text,))
     OUTBOX.append(text)
     return "sent"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import sqlite3
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +16,12 @@ from .helpers import run_script, tool_results
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def helpdesk_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's SQLite helpdesk goes to a temporary file, not the working directory."""
+    monkeypatch.setenv("SUPPORT_TRIAGE_HELPDESK", str(tmp_path / "helpdesk.db"))
 
 
 def load_agent(name: str) -> ModuleType:
@@ -98,8 +106,22 @@ async def test_demo_policy_reaches_done_after_approval(tmp_path: Path) -> None:
     agent = load_agent("support_triage")
     await agent.main(str(tmp_path / "demo.db"))
     assert len(agent.OUTBOX) == 1 and "KB-12" in agent.OUTBOX[0]
+    helpdesk = sqlite3.connect(tmp_path / "helpdesk.db")  # the fixture, loaded into SQLite
+    assert helpdesk.execute("SELECT count(*) FROM tickets").fetchone() == (2,)
+    assert helpdesk.execute("SELECT text FROM replies").fetchall() == [(agent.OUTBOX[0],)]
     store = SQLiteStore(tmp_path / "demo.db")
     (run,) = await store.runs()
     assert run.state == "done" and run.model == "demo:support_triage"
     assert [e.by for e in await store.events(run.run_id) if e.actor == "human"] == [
         "demo-operator"]
+
+
+async def test_the_tools_query_the_sqlite_helpdesk(tmp_path: Path) -> None:
+    agent = load_agent("support_triage")
+    assert json.loads(await agent.fetch_ticket.invoke({"ticket_id": "T-1002"})) == {
+        "customer": "globex", "text": "How do I change the address on my invoices?"}
+    assert (await agent.search_kb.invoke({"query": "Invoice address"})).startswith("KB-7:")
+    assert await agent.search_kb.invoke({"query": "weather"}) == "no articles found"
+    assert json.loads(await agent.lookup_account.invoke({"customer": "globex"})) == {
+        "plan": "starter", "open_invoices": 2, "refunds_this_year": 0}
+    assert await agent.fetch_ticket.invoke({"ticket_id": "T-9"}) == "no ticket T-9"
