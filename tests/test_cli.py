@@ -138,3 +138,11 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
                                      "cancel", "fork", "check", "diagram"])
 def test_every_command_has_help_with_an_example(tmp_path: Path, command: str) -> None:
     assert "Example" in cli(tmp_path, command, "--help").stdout
+
+
+def test_input_file_and_filtering_runs_by_chart(tmp_path: Path) -> None:
+    (tmp_path / "ticket.json").write_text(TICKET)
+    out = cli(tmp_path, "run", AGENT, "--input-file", "ticket.json", "--run-id", "r-1").stdout
+    assert "run r-1 of support_triage" in out and "waiting" in out
+    assert cli(tmp_path, "runs", "--chart", "support_triage").stdout.startswith("r-1 ")
+    assert cli(tmp_path, "runs", "--chart", "refund_desk").stdout == ""
