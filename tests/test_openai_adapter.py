@@ -144,3 +144,43 @@ def test_the_spec_builds_the_adapter_from_the_registry(monkeypatch: pytest.Monke
     found = from_spec("openai:tiny-1")
     assert isinstance(found, OpenAIModel) and found.spec == "openai:tiny-1"
     assert str(found.client.base_url) == "http://127.0.0.1:9/v1/"
+
+
+async def test_each_state_offers_exactly_its_own_tools(
+        provider: Provider, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refund desk through the adapter: classify offers only next_state, gather its
+    lookup, resolve its refund; the approval wait and verify happen in between."""
+    from pathlib import Path
+
+    from statechart import approve
+    from statechart.loading import load_chart
+
+    monkeypatch.setenv("REFUND_DESK_BANK", str(tmp_path / "bank.db"))
+    path = Path(__file__).resolve().parent.parent / "agents" / "refund_desk.py"
+    desk_chart, desk = load_chart(f"{path}:chart")
+    desk.BANK = str(tmp_path / "bank.db")
+    for answer in [
+        completion(("c1", "next_state", '{"target": "gather", "category": "billing"}')),
+        completion(("c2", "lookup_order", '{"order_id": "A-7"}')),
+        completion(("c3", "next_state", '{"target": "resolve", "facts": "charged twice"}')),
+        completion(("c4", "issue_refund", '{"order_id": "A-7", "amount_cents": 2000}')),
+        completion(("c5", "next_state", '{"target": "verify", "resolution": "refunded"}')),
+    ]:
+        provider.answer(answer)
+    store, m = MemoryStore(), model(provider)
+    run = await start(desk_chart, store=store, model=m, context={"order_id": "A-7"})
+    waiting = await run_to_end(desk_chart, run, store=store, model=m)
+    assert waiting.state == "resolve.approve"
+    await approve(desk_chart, run.run_id, store=store, by="cfo")
+    end = await run_to_end(desk_chart, run.run_id, store=store, model=m)
+    assert end.state == "done"
+    offered = [sorted(t["function"]["name"] for t in body["tools"])
+               for body in provider.bodies()]
+    assert offered == [["next_state"], ["lookup_order", "next_state"],
+                       ["lookup_order", "next_state"], ["issue_refund", "next_state"],
+                       ["issue_refund", "next_state"]]
+    targets = [next(t["function"]["parameters"]["properties"]["target"]["enum"]
+                    for t in body["tools"] if t["function"]["name"] == "next_state")
+               for body in provider.bodies()]
+    assert targets[0] == ["gather", "resolve", "needs_human", "escalated"]
+    assert targets[-1] == ["verify", "failed", "escalated"]
