@@ -235,8 +235,8 @@ async def main(db: str = "statechart.db") -> None:
     print(f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
           f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}")
     print(f"sent: {OUTBOX}")
-    print(f"stored in {db}: sqlite3 {db} \"SELECT seq, actor, source, target, tool, reason "
-          f"FROM events WHERE run_id = '{run.run_id}' ORDER BY seq\"")
+    print(f"stored in {db}; its audit timeline: .venv/bin/statechart show {run.run_id}"
+          + (f" --db {db}" if db != "statechart.db" else ""))
     if provider is not None:
         provider.shutdown()
         trace_id = run.trace.get("traceparent", "").split("-")[1:2]

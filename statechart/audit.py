@@ -48,6 +48,6 @@ def render(run: Run, events: Sequence[Event]) -> str:
         f"total: {len(events)} transitions, {t.steps} steps, {t.model_calls} model calls, "
         f"{t.tool_calls} tool calls, {t.tokens} tokens, ${t.cost_micros / 1e6:.6f}, "
         f"{t.wall_ms} ms")
-    lines.append(f"now: {run.status} in '{run.state}'" + (f" ({run.reason})" if run.reason
-                                                          else ""))
+    why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
+    lines.append(f"now: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
     return "\n".join(lines)
