@@ -12,7 +12,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,7 @@ async def drive(
     chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
     holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL, resuming: bool = False,
     migrate: Migration | None = None,
-) -> AsyncIterator[Step]:
+) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
 
     Holds the run's lease throughout (`LeaseHeldError` if another driver has it). If the
