@@ -26,7 +26,8 @@ def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
     assert run.visit is not None
     occurrence = ""
     if tool.repeatable:
-        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{run.visit.calls.get(tool.name, 0)}"
+        done = run.visit.succeeded.get(tool.name, 0)
+        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{done}"
     raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 

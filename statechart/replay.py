@@ -87,9 +87,12 @@ def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
         if e.usage.model_calls:
             visit = evolve(visit, {"iterations": visit.iterations + e.usage.model_calls})
         if e.actor == "code" and e.trigger in _TOOL_TRIGGERS and e.call is not None:
-            calls = dict(visit.calls)
-            calls[e.call.name] = calls.get(e.call.name, 0) + 1
-            visit = evolve(visit, {"calls": calls})
+            name = e.call.name
+            counts: dict[str, Any] = {"calls": {**visit.calls, name: visit.calls.get(name, 0) + 1}}
+            if e.error is None:
+                counts["succeeded"] = {**visit.succeeded,
+                                       name: visit.succeeded.get(name, 0) + 1}
+            visit = evolve(visit, counts)
     if moved:
         owner, state = cc.owner_state(e.target)
         if state.kind == "model" and owner in e.entered:

@@ -105,7 +105,10 @@ class Visit(BaseModel):
     iterations: int = 0
     """Model calls made in this visit."""
     calls: dict[str, int] = Field(default_factory=dict)
-    """Executed calls per tool in this visit."""
+    """Executed calls per tool in this visit (failed ones included: caps count attempts)."""
+    succeeded: dict[str, int] = Field(default_factory=dict)
+    """Calls per tool that returned in this visit: a repeatable keyed tool's next key
+    counts these, so a retry after a failure presents the same key."""
 
 
 class Run(BaseModel):

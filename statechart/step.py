@@ -120,7 +120,11 @@ def _after_tool(
         text = render_result(outcome, tool.output_cap)
     calls = dict(run.visit.calls)
     calls[tool.name] = calls.get(tool.name, 0) + 1
-    visit = evolve(run.visit, {"calls": calls})
+    counts: dict[str, Any] = {"calls": calls}
+    if error is None:
+        counts["succeeded"] = {**run.visit.succeeded,
+                               tool.name: run.visit.succeeded.get(tool.name, 0) + 1}
+    visit = evolve(run.visit, counts)
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
     t = cc.resolve(run.state, trigger)
