@@ -185,8 +185,10 @@ def demo_policy(request: Request) -> Reply:
     if state == "intake":
         if "fetch_ticket" not in used:
             return say("fetch_ticket", ticket_id=request.context["ticket_id"])
-        text = json.loads(request.transcript[-1].content)["text"]
-        return say("next_state", target="research", ticket=text)
+        found = request.transcript[-1].content
+        if not found.startswith("{"):  # no such ticket: a person should look at it
+            return say("next_state", target="escalated")
+        return say("next_state", target="research", ticket=json.loads(found)["text"])
     if state == "research":
         if "search_kb" not in used:
             return say("search_kb", query="double charge")

@@ -18,6 +18,8 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
             "seq": e.seq, "time": e.time, "actor": e.actor, "by": e.by,
             "source": e.source, "target": e.target, "trigger": e.trigger, "tool": tool or None,
             "note": e.refused or e.error or e.reason or None,
+            "reason": e.reason or None, "refused": e.refused, "error": e.error,
+            "arguments": e.call.arguments if e.call else None, "result": e.result,
             "tokens": e.usage.tokens, "cost_micros": e.usage.cost_micros,
             "wall_ms": e.usage.wall_ms,
         })
@@ -39,10 +41,13 @@ def render(run: Run, events: Sequence[Event]) -> str:
              f"{'cost $':>9}  note"]
     for row in timeline(events):
         who = row["actor"] if not row["by"] else f"{row['actor']}:{row['by']}"
+        note = row["note"] or ""
+        if row["actor"] == "human" and row["result"]:
+            note = f"{note}; {row['result']}" if note else row["result"]
         move = f"{row['source']} -> {row['target']}"
         lines.append(
             f"{row['seq']:>4}  {who:<6} {move:<46} {row['tool'] or '':<16} "
-            f"{row['tokens']:>7} {row['cost_micros'] / 1e6:>9.6f}  {row['note'] or ''}")
+            f"{row['tokens']:>7} {row['cost_micros'] / 1e6:>9.6f}  {note}")
     t = totals(events)
     lines.append(
         f"total: {len(events)} transitions, {t.steps} steps, {t.model_calls} model calls, "

@@ -61,11 +61,31 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
     try:
         return anyio.run(fn)
-    except (StatechartError, ValueError, OSError) as exc:
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the run keeps its last stored state; resume it to go on",
+                   err=True)
+        raise typer.Exit(130) from None
+    except Exception as exc:
         if _DEBUG["on"]:
             raise
-        typer.echo(f"error: {exc}", err=True)
+        lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+        text = ": ".join(lines[:2]) if lines else type(exc).__name__
+        if not isinstance(exc, StatechartError):
+            text = f"{type(exc).__name__}: {text}"
+        typer.echo(f"error: {text}", err=True)
         raise typer.Exit(1) from None
+
+
+def _object(text: str, option: str) -> dict[str, Any]:
+    """A JSON object given on the command line."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"{option} is not JSON ({exc}); give an object, e.g. "
+                        "'{\"ticket_id\": \"T-1001\"}'") from None
+    if not isinstance(value, dict):
+        raise LoadError(f"{option} must be a JSON object, not {type(value).__name__}")
+    return value
 
 
 def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) -> Model:
@@ -73,12 +93,26 @@ def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) 
     if spec is not None:
         return from_spec(spec)
     if run is not None:
-        return from_spec(run.model, run.run_id)
+        demo = getattr(module, "demo_model", None)
+        try:
+            return from_spec(run.model, run.run_id)
+        except StatechartError:
+            if demo is None or demo().spec != run.model:
+                raise
+            found_demo: Model = demo()
+            return found_demo
     demo = getattr(module, "demo_model", None)
     if demo is None:
         raise LoadError("the agent defines no demo_model(); pass --model")
     found: Model = demo()
     return found
+
+
+def _existing(db: Path) -> SQLiteStore:
+    """The store at `db`, which must exist (reading commands create nothing)."""
+    if not db.is_file():
+        raise LoadError(f"no store at {db}; start a run with `statechart run`, or pass --db")
+    return SQLiteStore(db)
 
 
 async def _chart_of(store: SQLiteStore, run: Run) -> tuple[Chart, ModuleType]:
@@ -114,8 +148,10 @@ def _outcome(run: Run, db: Path) -> None:
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     typer.echo(f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
     if run.status == "waiting":
-        typer.echo(f"approve: statechart approve {run.run_id} --db {db}\n"
-                   f"reject:  statechart reject {run.run_id} --reason '...' --db {db}")
+        base = os.environ.get("OPENAI_BASE_URL") if run.model.startswith("openai:") else None
+        cmd = f"statechart --base-url {base}" if base else "statechart"
+        typer.echo(f"approve: {cmd} approve {run.run_id} --db {db}\n"
+                   f"reject:  {cmd} reject {run.run_id} --reason '...' --db {db}")
 
 
 @app.command()
@@ -133,14 +169,12 @@ def run(
     async def go() -> None:
         chart, module = load_chart(target)
         text = input_file.read_text() if input_file else input or "{}"
-        try:
-            context = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--input is not JSON: {exc}") from None
+        context = _object(text, "--input-file" if input_file else "--input")
         store = SQLiteStore(db)
         chosen = _model(model, module)
         first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
-        await store.save_chart(chart.version, chart.describe(), target)
+        path, _, name = target.rpartition(":")
+        await store.save_chart(chart.version, chart.describe(), f"{Path(path).resolve()}:{name}")
         typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
         _outcome(await _drive(chart, first.run_id, store, chosen, resuming=False), db)
         store.close()
@@ -160,7 +194,7 @@ def runs(
         raise typer.Exit(1)
 
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
         for r in await store.runs(status=found, chart=chart):
             typer.echo(f"{r.run_id}  {r.chart:<20} {r.status:<8} {r.state:<32} seq {r.seq}")
@@ -176,7 +210,7 @@ def show(
 ) -> None:
     """The audit timeline of a run. Example: statechart show RUN_ID --json"""
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         found, events = await store.load(run_id), await store.events(run_id)
         if as_json:
             t = audit.totals(events)
@@ -194,7 +228,7 @@ def show(
 def resume(run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None) -> None:
     """Drive a stored run on from where it is. Example: statechart resume RUN_ID"""
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         found = await store.load(run_id)
         chart, module = await _chart_of(store, found)
         chosen = _model(model, module, found)
@@ -218,15 +252,15 @@ def approve(
     Example: statechart approve RUN_ID --note 'checked' --edit '{"amount": 15}'
     """
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         found = await store.load(run_id)
         chart, module = await _chart_of(store, found)
-        edits = json.loads(edit) if edit else None
+        edits = _object(edit, "--edit") if edit else None
+        chosen = None if no_resume else _model(model, module, found)  # fail before deciding
         await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
         typer.echo(f"approved by {by}")
-        if not no_resume:
-            _outcome(await _drive(chart, run_id, store, _model(model, module, found),
-                                  resuming=True), db)
+        if chosen is not None:
+            _outcome(await _drive(chart, run_id, store, chosen, resuming=True), db)
         store.close()
 
     _run(go)
@@ -239,7 +273,7 @@ def reject(
 ) -> None:
     """Reject what a run waits for. Example: statechart reject RUN_ID --reason 'tone'"""
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         chart, _ = await _chart_of(store, await store.load(run_id))
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
         typer.echo(f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
@@ -256,7 +290,7 @@ def cancel(
 ) -> None:
     """End a run in `cancelled`. Example: statechart cancel RUN_ID --reason 'duplicate'"""
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         chart, _ = await _chart_of(store, await store.load(run_id))
         await cancel_run(chart, run_id, store=store, reason=reason, by=by)
         typer.echo(f"run {run_id} cancelled")
@@ -272,7 +306,7 @@ def fork(
 ) -> None:
     """Start a new run from a run's state after event SEQ. Example: statechart fork RUN --at 4"""
     async def go() -> None:
-        store = SQLiteStore(db)
+        store = _existing(db)
         found = await store.load(run_id)
         chart, _ = await _chart_of(store, found)
         child = await fork_run(chart, run_id, at, store=store)
@@ -306,7 +340,7 @@ def draw(
         found: Run | None = None
         events: list[Any] = []
         if run_id is not None:
-            store = SQLiteStore(db)
+            store = _existing(db)
             found, events = await store.load(run_id), await store.events(run_id)
             chart = (await _chart_of(store, found))[0] if target is None else \
                 load_chart(target)[0]

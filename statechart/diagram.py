@@ -3,6 +3,7 @@ and the edges it took can be marked."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -15,6 +16,9 @@ IMPLICIT = (ESCALATED, EXHAUSTED)
 def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) -> str:
     """A `stateDiagram-v2` of `chart`; with `run`, its active states are highlighted and
     each edge is labelled with how often the run took it."""
+    if run is not None and run.chart_version != chart.version:
+        raise ValueError(f"run {run.run_id} is a run of chart '{run.chart}' version "
+                         f"{run.chart_version}, not of '{chart.name}' version {chart.version}")
     taken: Counter[str] = Counter(e.edge for e in events if e.edge)
     visited = {p for e in events for p in e.entered} | ({run.state} if run else set())
     lines = ["stateDiagram-v2"]
@@ -84,6 +88,10 @@ def _active(chart: Chart, leaf: str) -> list[str]:
     return [p for p in cc.ancestors(leaf) if cc.nodes[p].state is not None]
 
 
+_ESCAPES = {".": "__", "-": "_d_", "_": "_u_"}
+
+
 def _id(path: str) -> str:
-    """A Mermaid state id for a state path (ids cannot hold dots)."""
-    return path.replace(".", "__")
+    """A Mermaid state id for a state path: letters, digits and `_` only, never a keyword
+    (`note`, `default`, ...), one id per path."""
+    return "s_" + re.sub(r"[^A-Za-z0-9]", lambda m: _ESCAPES[m.group()], path)

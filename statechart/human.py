@@ -84,6 +84,12 @@ def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) 
     owner, state = cc.owner_state(run.state)
     tool = state.tool_map.get(call.name)
     if tool is not None:
+        unknown = sorted(set(edits) - set(tool.args_model.model_fields))
+        if unknown:
+            raise RunError(
+                f"edits to the pending call of run {run.run_id} in '{owner}' name "
+                f"{', '.join(unknown)}, which tool '{tool.name}' does not take (it takes "
+                f"{', '.join(tool.args_model.model_fields)}); nothing was changed")
         try:
             arguments = tool.validate(arguments)
         except ToolArgumentsError as exc:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from statechart import SQLiteStore
+
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = f"{ROOT}/agents/support_triage.py:chart"
 TICKET = '{"ticket_id": "T-1001"}'
@@ -105,13 +107,13 @@ def test_check_and_diagram(tmp_path: Path) -> None:
     (tmp_path / "nested.py").write_text(NESTED)
     nested = cli(tmp_path, "diagram", "nested.py:workflow").stdout
     assert nested.startswith("stateDiagram-v2\n")
-    assert 'state "explore" as explore {' in nested
-    assert 'state "inner" as explore__inner {' in nested
-    assert "explore --> report : exit done" in nested
+    assert 'state "explore" as s_explore {' in nested
+    assert 'state "inner" as s_explore__inner {' in nested
+    assert "s_explore --> s_report : exit done" in nested
     run_id = started(tmp_path)
     marked = cli(tmp_path, "diagram", "--run", run_id).stdout
-    assert "intake --> research : taken 1x" in marked
-    assert marked.rstrip().endswith("class send current")
+    assert "s_intake --> s_research : taken 1x" in marked
+    assert marked.rstrip().endswith("class s_send current")
 
 
 @pytest.mark.parametrize("args", [
@@ -129,6 +131,7 @@ def test_errors_are_one_line_and_a_nonzero_exit(tmp_path: Path, args: tuple[str,
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "statechart.db").close()
     done = cli(tmp_path, "--debug", "resume", "no-such-run", ok=False)
     assert done.returncode != 0 and "Traceback" in done.stderr
     assert "RunNotFoundError" in done.stderr

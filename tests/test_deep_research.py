@@ -28,7 +28,7 @@ def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Pat
     assert [e["tool"] for e in events if e["actor"] == "code" and e["tool"] in (
         "search", "read_archive", "buy_report")] == ["search", "read_archive", "buy_report"]
     drawn = cli(tmp_path, "diagram", "--run", run_id).stdout
-    assert 'state "sources" as explore__sources {' in drawn
+    assert 'state "sources" as s_explore__sources {' in drawn
 
 
 def test_a_rejected_purchase_is_heard_three_levels_down(tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ def messages(request: Request) -> list[dict[str, Any]]:
         {"type": "text", "text": "Context: " + json.dumps(request.context, sort_keys=True)}]}]
     for m in request.transcript:
         role, blocks = _blocks(m)
+        if not blocks:  # an empty reply: the API rejects empty content
+            blocks = [{"type": "text", "text": "(no reply)"}]
         if out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -98,7 +100,7 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
             blocks.append({"type": "tool_use", "id": c.id, "name": c.name,
                            "input": arguments if isinstance(arguments, dict) else {}})
         return "assistant", blocks
-    return "user", [{"type": "text", "text": m.content}]
+    return "user", [{"type": "text", "text": m.content or "(empty)"}]
 
 
 def tools(request: Request) -> list[dict[str, Any]]:
@@ -109,4 +111,7 @@ def tools(request: Request) -> list[dict[str, Any]]:
 
 def from_spec(spec: str) -> AnthropicModel:
     """`anthropic:MODEL` (key from `ANTHROPIC_API_KEY`, base URL from `ANTHROPIC_BASE_URL`)."""
-    return AnthropicModel(spec.split(":", 1)[1])
+    model = spec.split(":", 1)[1] if ":" in spec else ""
+    if not model:
+        raise ModelError(f"model spec '{spec}' names no model; use anthropic:MODEL")
+    return AnthropicModel(model)

@@ -17,6 +17,9 @@ from ..errors import ModelError
 from .base import Message, Reply, Request, ToolCall, Usage
 from .pricing import Price, cost_micros
 
+MAX_OUTPUT: dict[str, int] = {"gpt-4o": 16_384, "gpt-4o-mini": 16_384, "gpt-4.1": 32_768,
+                               "gpt-4.1-mini": 32_768}
+"""Output-token limits the API enforces; the budget's cap is lowered to these."""
 DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4o": Price(2_500_000, 10_000_000),
     "gpt-4o-mini": Price(150_000, 600_000),
@@ -54,8 +57,10 @@ class OpenAIModel:
             "model": self.model, "messages": messages(request), "tools": tools(request),
             "tool_choice": "required", "parallel_tool_calls": False,
         }
+        limit = MAX_OUTPUT.get(self.model) or next(
+            (v for k, v in MAX_OUTPUT.items() if self.model.startswith(k + "-")), None)
         if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+            body["max_tokens"] = min(request.max_tokens, limit or request.max_tokens)
         response = await self.client.chat.completions.create(**body)
         if not response.choices:
             raise ModelError(f"{self.spec} answered with no choices in state '{request.state}'")
@@ -114,7 +119,10 @@ def _arguments(raw: str | None) -> dict[str, Any] | str:
 
 def from_spec(spec: str) -> OpenAIModel:
     """`openai:MODEL` (base URL from `OPENAI_BASE_URL`, key from `OPENAI_API_KEY`)."""
-    return OpenAIModel(spec.split(":", 1)[1])
+    model = spec.split(":", 1)[1] if ":" in spec else ""
+    if not model:
+        raise ModelError(f"model spec '{spec}' names no model; use openai:MODEL")
+    return OpenAIModel(model)
 
 
 __all__: Sequence[str] = ("OpenAIModel", "from_spec")
