@@ -20,6 +20,11 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
         raise ValueError(f"run {run.run_id} is a run of chart '{run.chart}' version "
                          f"{run.chart_version}, not of '{chart.name}' version {chart.version}")
     taken: Counter[str] = Counter(e.edge for e in events if e.edge)
+    nodes = chart.compiled.nodes
+    hosts = {p for p, n in nodes.items() if n.state is not None and n.state.kind == "chart"}
+    # a sub-chart's exit: the event left its host and entered a sibling (the mapped target)
+    taken.update(f"{h}->{t}" for e in events for h in e.exited if h in hosts
+                 for t in e.entered if t != h and _parent(t) == _parent(h))
     visited = {p for e in events for p in e.entered} | ({run.state} if run else set())
     lines = ["stateDiagram-v2"]
     _chart(lines, chart, "", 1, taken, visited)
@@ -48,7 +53,8 @@ def _chart(lines: list[str], chart: Chart, prefix: str, depth: int, taken: Count
             _chart(lines, chart.children[s.name], path + ".", depth + 1, taken, visited)
             lines.append(f"{pad}}}")
             for term, target in sorted(s.exits.items()):
-                lines.append(f"{pad}{sid} --> {_id(prefix + target)} : exit {term}")
+                n = taken.get(f"{path}->{prefix + target}", 0)
+                lines.append(f"{pad}{sid} --> {_id(prefix + target)} : exit {term}{_times(n)}")
             continue
         kind = "" if s.kind in ("model", "terminal") else f" ({s.kind})"
         lines.append(f'{pad}state "{s.name}{kind}" as {sid}')
@@ -72,6 +78,10 @@ def _chart(lines: list[str], chart: Chart, prefix: str, depth: int, taken: Count
         label = " ".join(notes) + _times(n)
         lines.append(f"{pad}{_id(prefix + e.source)} --> {_id(prefix + e.target)}"
                      + (f" : {label.strip()}" if label.strip() else ""))
+
+
+def _parent(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else ""
 
 
 def _times(n: int) -> str:

@@ -367,9 +367,6 @@ def test_diagram_ids_are_valid_mermaid_for_every_legal_state_name(
 
 # 9 -------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    'open: exit mappings are not user edges, so events carry no edge key for them and '
-    'diagram --run cannot count them yet'))
 def test_diagram_run_marks_the_exit_edges_the_run_took(tmp_path: Path) -> None:
     """After a deep_research run reached `done`, `diagram --run` marks `scope --> explore`
     and `report --> done` as taken but not `explore --> report : exit done` (nor
