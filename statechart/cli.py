@@ -124,13 +124,18 @@ async def _chart_of(store: SQLiteStore, run: Run) -> tuple[Chart, ModuleType]:
 
 
 def _progress(record: Step, chart: Chart) -> None:
+    """One line per transition: the step, the move, and every budget around the state the
+    move left, as spent (left)."""
     e, run = record.event, record.run
-    spent = run.ledger.get("")
-    caps = chart.budget.caps() if chart.budget else {}
-    used = {kind: spent_of(spent, kind) if spent else 0 for kind in caps}
-    budget = "  ".join(
-        f"{kind} {used[kind]} ({cap - used[kind]} left)" for kind, cap in caps.items())
+    parts = []
+    for level in chart.compiled.levels_of(e.source):
+        spent = run.ledger.get(level.key)
+        used = {kind: spent_of(spent, kind) if spent else 0 for kind in level.caps}
+        caps = "  ".join(f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
+                         for kind, cap in level.caps.items())
+        parts.append(f"{level.key}: {caps}" if level.key else caps)
     note = e.refused or e.reason or ""
+    budget = " | ".join(parts)
     typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note
                                                                        else ""))
 

@@ -14,6 +14,9 @@ DEEP = f"{ROOT}/agents/deep_research.py:chart"
 def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Path) -> None:
     out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}').stdout
     assert "waiting in 'explore.sources.fetch.approve'" in out
+    # live progress shows every budget around the state, innermost included
+    assert "| explore: steps 5 (35 left)  tool_calls 1 (7 left) | explore.sources: " \
+        "tool_calls 0 (3 left)]" in out
     run_id = out.split("approve: statechart approve ")[1].split()[0]
     assert "ended in 'done'" in cli(tmp_path, "approve", run_id, "--by", "lead").stdout
     data = json.loads(cli(tmp_path, "show", run_id, "--json").stdout)
