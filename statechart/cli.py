@@ -6,8 +6,10 @@ traceback). Charts are loaded by path: `statechart run agents/support_triage.py:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
@@ -57,10 +59,26 @@ def main(
         os.environ["OPENAI_BASE_URL"] = base_url
 
 
+_STOP = {"asked": False}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """The first Ctrl-C stops the run after the transition under way is stored; a second
+    one interrupts at once."""
+    if _STOP["asked"]:
+        raise KeyboardInterrupt
+    _STOP["asked"] = True
+    typer.echo("stopping after this step (Ctrl-C again to interrupt now)", err=True)
+
+
 def _run(fn: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
-        return anyio.run(fn)
+        result = anyio.run(fn)
+        if _STOP["asked"]:
+            raise KeyboardInterrupt
+        return result
     except KeyboardInterrupt:
         typer.echo("interrupted: the run keeps its last stored state; resume it to go on",
                    err=True)
@@ -74,6 +92,8 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
             text = f"{type(exc).__name__}: {text}"
         typer.echo(f"error: {text}", err=True)
         raise typer.Exit(1) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _object(text: str, option: str) -> dict[str, Any]:
@@ -143,9 +163,13 @@ def _progress(record: Step, chart: Chart) -> None:
 async def _drive(chart: Chart, run_id: str, store: SQLiteStore, model: Model, *,
                  resuming: bool) -> Run:
     last = None
-    async for record in drive(chart, run_id, store=store, model=model, resuming=resuming):
-        _progress(record, chart)
-        last = record.run
+    async with contextlib.aclosing(drive(chart, run_id, store=store, model=model,
+                                         resuming=resuming)) as records:
+        async for record in records:
+            _progress(record, chart)
+            last = record.run
+            if _STOP["asked"]:  # Ctrl-C: the step is stored; stop before the next one
+                break
     return last if last is not None else await store.load(run_id)
 
 

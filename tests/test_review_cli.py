@@ -216,9 +216,6 @@ def demo_model(spec="demo:slow"):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'open: anyio.run turns SIGINT into a cancellation the driver records as an '
-    'interrupted call; the run goes on to its next step before the CLI exits'))
 def test_ctrl_c_during_a_tool_stops_the_run_before_its_next_side_effect(tmp_path: Path) -> None:
     """Ctrl-C while a (synchronous) tool runs does not stop `statechart run`: asyncio's SIGINT
     handler only cancels the main task, and the drive loop (sync tools, FunctionModel, the
