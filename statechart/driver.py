@@ -208,16 +208,18 @@ async def drive(
         last = (await store.events(run_id, after=run.seq - 1))[-1:] if run.seq else []
         rt = session.trace = tracing.RunTrace(cc, run, model.spec,
                                               last[0].span if last else None)
-        for kind in ("migrate", "takeover", "refresh"):
+        for kind in ("migrate", "takeover", "refresh", "model"):
             found_pre: Step | None = None
             if kind == "migrate":
                 found_pre = migrated
             elif kind == "takeover":
                 found_pre = _takeover(cc, run, lease, clock)
-            else:
+            elif kind == "refresh":
                 dirty = False  # the takeover, if any, is recorded
                 if refresh is not None:
                     found_pre = resuming_.refreshed(cc, run, *refresh, now=clock())
+            elif model.spec != run.model and run.status != "ended":
+                found_pre = resuming_.switched(cc, run, model.spec, now=clock())
             if found_pre is None:
                 continue
             rt.enter(run)

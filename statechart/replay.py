@@ -44,6 +44,8 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
         u["routed"] = 0
     if e.patch:
         u["context"] = {**run.context, **e.patch}
+    if e.model is not None:
+        u["model"] = e.model
     moved = bool(e.entered or e.exited)
     u["pending"] = _pending(run, e, moved)
     if e.trigger == "takeover" and e.call is not None:

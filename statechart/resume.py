@@ -33,6 +33,12 @@ def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -
                   reason=why, update={"doubt": head.id})
 
 
+def switched(cc: CompiledChart, run: Run, spec: str, *, now: float) -> Step:
+    """The event recording that the run is driven by another model from here on."""
+    return commit(cc, run, None, now, ZERO, trigger="model", actor="system", model=spec,
+                  reason=f"model changed from {run.model} to {spec}", update={"model": spec})
+
+
 def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step | None:
     """The record of a tool call that finished after its run was cancelled (its intent
     closes with the result), or None when `ran` was not a tool call."""

@@ -201,6 +201,8 @@ class Event(BaseModel):
     """Who decided, for human events."""
     span: str | None = None
     """Span id (hex) of this transition's OpenTelemetry span, when traced."""
+    model: str | None = None
+    """The model spec the run uses from this event on (a switch of model)."""
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,10 @@ async def test_a_fork_drives_on_with_another_model_and_the_same_keys(store: Stor
     assert forked.state == "done"
     assert seen[0] == 2  # the parent's transcript of this visit, up to the fork point
     events = await store.events("child")
-    assert events[0].seq == 3
-    assert "already ran with these arguments" in (events[1].refused or "")
+    assert events[0].seq == 3  # the fork's numbering goes on from the fork point
+    assert (events[0].trigger, events[0].model) == ("model", "function")  # the switch
+    assert forked.model == "function"
+    assert "already ran with these arguments" in (events[2].refused or "")
     assert KEYS[0] == KEYS[1] is not None  # the fork presents the original refund's key
     assert replay(c.compiled, await store.base("child"), events) == forked
 

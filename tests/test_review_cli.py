@@ -512,9 +512,6 @@ async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
 
 # 16 ------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    'open: Run.model is set at start; recording a model switch needs an event so '
-    'replay stays exact'))
 def test_a_model_given_on_approve_is_recorded_for_the_next_resume(tmp_path: Path) -> None:
     """docs: `--model` is "recorded in the run, so `resume` uses the same one unless --model
     is given again". After `approve --model demo:twice-b`, the run record still says
