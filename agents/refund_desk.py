@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 from typing import Literal
 
 import anyio
@@ -40,7 +41,8 @@ from statechart import (
 from statechart.models import register
 
 ORDERS = {"A-7": {"customer": "acme", "amount_cents": 2000, "status": "charged twice"}}
-BANK = os.environ.get("REFUND_DESK_BANK", "refund_bank.db")
+BANK = os.environ.get("REFUND_DESK_BANK") or str(
+    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("refund_bank.db"))
 """The payments API's ledger, a SQLite file of its own: one refund per idempotency key."""
 
 

@@ -46,7 +46,8 @@ from statechart import (
 from statechart.models import register
 
 FIXTURE = Path(__file__).with_name("helpdesk.json")
-HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK", "helpdesk.db")
+HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK") or str(
+    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("helpdesk.db"))
 """The helpdesk: a SQLite file of tickets, knowledge-base articles, accounts and sent
 replies, created from `helpdesk.json` the first time it is opened."""
 OUTBOX: list[str] = []

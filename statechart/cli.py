@@ -128,8 +128,15 @@ def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) 
     return found
 
 
+def _use(db: Path) -> None:
+    """Tell agents where the store is (`STATECHART_DB`), so data files they keep (a
+    helpdesk, a bank) live next to it whatever the working directory."""
+    os.environ["STATECHART_DB"] = str(db.resolve())
+
+
 def _existing(db: Path) -> SQLiteStore:
     """The store at `db`, which must exist (reading commands create nothing)."""
+    _use(db)
     if not db.is_file():
         raise LoadError(f"no store at {db}; start a run with `statechart run`, or pass --db")
     return SQLiteStore(db)
@@ -196,6 +203,7 @@ def run(
     Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
     """
     async def go() -> None:
+        _use(db)
         chart, module = load_chart(target)
         text = input_file.read_text() if input_file else input or "{}"
         context = _object(text, "--input-file" if input_file else "--input")

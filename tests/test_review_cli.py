@@ -258,9 +258,9 @@ def test_a_run_started_with_a_relative_path_can_be_approved_from_another_directo
 # 5 -------------------------------------------------------------------------------------------
 
 @pytest.mark.xfail(strict=True, reason=(
-    'open: the demo bank lives in the working directory and verify counts every '
-    'refund of the order, so a second independent refund of A-7 is (rightly) flagged; '
-    'the demo needs a per-run order or bank'))
+    "open: the demo bank lives next to the store and verify counts every refund of the "
+    "order, so a second independent refund of A-7 is (rightly) flagged as a double "
+    "refund; the demo needs an order per run"))
 def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path) -> None:
     """The refund desk's bank (`refund_bank.db` in the working directory) outlives its runs,
     and `verify` counts every refund ever issued for the order, so the second independent
@@ -472,9 +472,6 @@ def test_the_support_triage_demo_model_handles_an_unknown_ticket(tmp_path: Path)
 
 # 14 ------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    'open: the demo helpdesk is helpdesk.db in the working directory (or '
-    '$SUPPORT_TRIAGE_HELPDESK); it is not tied to the store'))
 def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path: Path) -> None:
     """The helpdesk is `helpdesk.db` in each process's working directory. Approve a waiting
     run from another directory (same --db) and `send_reply` creates a second helpdesk there
