@@ -205,7 +205,9 @@ async def drive(
         current = migrated.run if migrated is not None else run
         session = await load_session(store, current)
         refresh = await _refresh_inputs(chart, current, store) if resuming else None
-        last = (await store.events(run_id, after=run.seq - 1))[-1:] if run.seq else []
+        # The last span to link to: only a run that was traced from its start has one.
+        last = (await store.events(run_id, after=run.seq - 1))[-1:] if (
+            run.seq and run.trace) else []
         rt = session.trace = tracing.RunTrace(cc, run, model.spec,
                                               last[0].span if last else None)
         for kind in ("migrate", "takeover", "refresh", "model"):

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import ModelError
 from .base import Message, Reply, Request, ToolCall, Usage
 from .pricing import Price, cost_micros
+from .registry import model_name
 
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(3_000_000, 15_000_000),
@@ -111,7 +112,4 @@ def tools(request: Request) -> list[dict[str, Any]]:
 
 def from_spec(spec: str) -> AnthropicModel:
     """`anthropic:MODEL` (key from `ANTHROPIC_API_KEY`, base URL from `ANTHROPIC_BASE_URL`)."""
-    model = spec.split(":", 1)[1] if ":" in spec else ""
-    if not model:
-        raise ModelError(f"model spec '{spec}' names no model; use anthropic:MODEL")
-    return AnthropicModel(model)
+    return AnthropicModel(model_name(spec, "anthropic"))

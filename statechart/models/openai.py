@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import ModelError
 from .base import Message, Reply, Request, ToolCall, Usage
 from .pricing import Price, cost_micros
+from .registry import model_name
 
 MAX_OUTPUT: dict[str, int] = {"gpt-4o": 16_384, "gpt-4o-mini": 16_384, "gpt-4.1": 32_768,
                                "gpt-4.1-mini": 32_768}
@@ -119,10 +120,7 @@ def _arguments(raw: str | None) -> dict[str, Any] | str:
 
 def from_spec(spec: str) -> OpenAIModel:
     """`openai:MODEL` (base URL from `OPENAI_BASE_URL`, key from `OPENAI_API_KEY`)."""
-    model = spec.split(":", 1)[1] if ":" in spec else ""
-    if not model:
-        raise ModelError(f"model spec '{spec}' names no model; use openai:MODEL")
-    return OpenAIModel(model)
+    return OpenAIModel(model_name(spec, "openai"))
 
 
 __all__: Sequence[str] = ("OpenAIModel", "from_spec")

@@ -35,6 +35,14 @@ def register(prefix: str, factory: ModelFactory) -> None:
     _FACTORIES[prefix] = factory
 
 
+def model_name(spec: str, provider: str) -> str:
+    """The model name of a `provider:MODEL` spec; `ModelError` when it names none."""
+    name = spec.split(":", 1)[1] if ":" in spec else ""
+    if not name:
+        raise ModelError(f"model spec '{spec}' names no model; use {provider}:MODEL")
+    return name
+
+
 def from_spec(spec: str, run_id: str = "") -> Model:
     """The model for `spec`; `ModelError` naming the spec when none is registered."""
     factory = _FACTORIES.get(spec) or _FACTORIES.get(spec.split(":", 1)[0])
