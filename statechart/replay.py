@@ -15,7 +15,7 @@ from .intents import NEXT_STATE, doubt_after
 from .machine import EXIT, CompiledChart, Transition
 from .run import Event, QueuedCall, Run, Visit, evolve
 
-_TOOL_TRIGGERS = ("next_call", "results")
+_TOOL_TRIGGERS = ("next_call", "results", "shadow")
 
 
 def replay(cc: CompiledChart, base: Run, events: Iterable[Event]) -> Run:

@@ -1,0 +1,251 @@
+"""A draft chart from mined structure: phases as states, common edges as moves.
+
+Tools that follow each other both ways and share the same common neighbours
+outside the pair merge into one phase (research: search and lookup); every
+other tool is its own phase. Common edges between phases become edges; rare
+ones are left out, so a run that tries one is refused and can only escalate.
+Caps come from the runs that took no rare edge and did not repeat: calls per
+visit, calls of a repeating tool per visit, visits to states on a cycle, steps.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..chart import CANCELLED, ESCALATED, EXHAUSTED
+from ..validate import RESERVED
+from .matrix import DEFAULT_REPEAT_LIMIT, DEFAULT_THRESHOLD, Mined, mine, transition_counts
+from .traces import END, START, Trace
+
+DONE = "done"
+ROUTER = "start"
+TAKEN = {*RESERVED, ESCALATED, EXHAUSTED, CANCELLED, DONE, ROUTER}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A candidate state: the tools a run uses together, and its mined caps."""
+
+    name: str
+    tools: tuple[str, ...]
+    max_iterations: int
+    max_calls: dict[str, int] = field(default_factory=dict)
+    max_visits: int | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A draft chart: its phases, edges, budget, and the Python source to edit."""
+
+    name: str
+    phases: tuple[Phase, ...]
+    initial: str
+    edges: tuple[tuple[str, str], ...]
+    max_steps: int
+    mined: Mined
+    common: tuple[str, ...]
+    """Ids of the runs the caps were taken from."""
+    source: str
+
+
+def common_tool_edges(traces: Sequence[Trace], threshold: float) -> set[tuple[str, str]]:
+    """Tool-to-tool moves (START/END included) taking at least `threshold` of their source."""
+    counts = transition_counts(t.labels("tool") for t in traces)
+    out = set()
+    for src, row in counts.items():
+        total = sum(row.values())
+        out.update((src, dst) for dst, n in row.items() if n / total >= threshold)
+    return out
+
+
+def phases_of(tools: Sequence[str], common: set[tuple[str, str]]) -> list[list[str]]:
+    """Group tools: merge while a pair links both ways with equal outside neighbours."""
+    group = {t: i for i, t in enumerate(tools)}
+
+    def members(g: int) -> set[str]:
+        return {t for t, x in group.items() if x == g}
+
+    def outside(ms: set[str], both: set[str]) -> tuple[frozenset[str], frozenset[str]]:
+        ins = {s for s, d in common if d in ms and s not in both}
+        outs = {d for s, d in common if s in ms and d not in both}
+        return frozenset(ins), frozenset(outs)
+
+    changed = True
+    while changed:
+        changed = False
+        for a, b in sorted(common):
+            if a not in group or b not in group or group[a] == group[b]:
+                continue
+            if (b, a) not in common:
+                continue
+            ga, gb = members(group[a]), members(group[b])
+            both = ga | gb
+            if outside(ga, both) == outside(gb, both):
+                for t in gb:
+                    group[t] = group[a]
+                changed = True
+    order: dict[int, list[str]] = {}
+    for t in tools:
+        order.setdefault(group[t], []).append(t)
+    return list(order.values())
+
+
+def _name(tools: Sequence[str], used: set[str]) -> str:
+    base = re.sub(r"\W+", "_", "_or_".join(tools[:2]) + ("_and_more" if len(tools) > 2 else ""))
+    base = base.strip("_") or "phase"
+    name, n = base if base not in TAKEN else f"{base}_state", 2
+    while name in used:
+        name, n = f"{base}_{n}", n + 1
+    used.add(name)
+    return name
+
+
+def _visits(trace: Trace, phase_of: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The run as visits: (phase, tools called in that visit)."""
+    out: list[tuple[str, list[str]]] = []
+    for c in trace.calls:
+        p = phase_of[c.tool]
+        if out and out[-1][0] == p:
+            out[-1][1].append(c.tool)
+        else:
+            out.append((p, [c.tool]))
+    return out
+
+
+def propose(
+    traces: Sequence[Trace], *, name: str = "mined", threshold: float = DEFAULT_THRESHOLD,
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT,
+) -> Proposal:
+    """A draft chart for `traces` (see the module docstring for the rules)."""
+    if not traces:
+        raise ValueError("no runs to propose a chart from")
+    mined = mine(traces, threshold=threshold, repeat_limit=repeat_limit, by="tool")
+    flagged = {r.run_id for r in mined.repeats} | {i for e in mined.rare for i in e.runs}
+    common_runs = [t for t in traces if t.run_id not in flagged] or list(traces)
+    common = common_tool_edges(traces, threshold)
+    tools = list(dict.fromkeys(c.tool for t in traces for c in t.calls))
+    used: set[str] = set()
+    groups = phases_of(tools, common)
+    phase_of = {}
+    names = []
+    for g in groups:
+        n = _name(g, used)
+        names.append(n)
+        phase_of.update(dict.fromkeys(g, n))
+    edges = sorted({(phase_of[s], phase_of[d]) for s, d in common
+                    if s in phase_of and d in phase_of and phase_of[s] != phase_of[d]})
+    starts = sorted({phase_of[d] for s, d in common if s == START and d in phase_of})
+    ends = sorted({phase_of[s] for s, d in common if d == END and s in phase_of})
+    edges += [(p, DONE) for p in ends]
+    initial = starts[0] if len(starts) == 1 else ROUTER
+    if initial == ROUTER:
+        edges += [(ROUTER, p) for p in starts]
+    rank = {n: i for i, n in enumerate([ROUTER, *names, DONE])}
+    edges.sort(key=lambda e: (rank[e[0]], rank[e[1]]))
+    per_visit: dict[str, int] = defaultdict(int)
+    per_tool: dict[tuple[str, str], int] = defaultdict(int)
+    visits: dict[str, int] = defaultdict(int)
+    steps = 0
+    for t in common_runs:
+        seen: Counter[str] = Counter()
+        vs = _visits(t, phase_of)
+        for p, called in vs:
+            seen[p] += 1
+            per_visit[p] = max(per_visit[p], len(called))
+            for tool, n in Counter(called).items():
+                per_tool[(p, tool)] = max(per_tool[(p, tool)], n)
+        for p, n in seen.items():
+            visits[p] = max(visits[p], n)
+        steps = max(steps, 2 * len(t.calls) + len(vs) + 1)
+    repeating = {r.tool for r in mined.repeats}
+    cyclic = _on_cycles(edges)
+    phases = tuple(
+        Phase(n, tuple(g), max(per_visit[n], 1) + 1,
+              {tool: max(per_tool[(n, tool)], 1) for tool in g if tool in repeating},
+              max(visits[n], 1) if n in cyclic else None)
+        for n, g in zip(names, groups, strict=True))
+    max_steps = max(10, -(-2 * steps // 10) * 10)
+    proposal = Proposal(name, phases, initial, tuple(edges), max_steps, mined,
+                        tuple(t.run_id for t in common_runs), "")
+    return Proposal(**{**proposal.__dict__, "source": render(proposal)})
+
+
+def _on_cycles(edges: Sequence[tuple[str, str]]) -> set[str]:
+    """States that lie on a cycle of `edges`."""
+    nxt: dict[str, set[str]] = defaultdict(set)
+    for s, d in edges:
+        nxt[s].add(d)
+    out = set()
+    for start in list(nxt):
+        stack, seen = list(nxt[start]), set()
+        while stack:
+            x = stack.pop()
+            if x == start:
+                out.add(start)
+                break
+            if x not in seen:
+                seen.add(x)
+                stack.extend(nxt.get(x, ()))
+    return out
+
+
+def _ident(tool: str) -> str:
+    name = re.sub(r"\W+", "_", tool).strip("_") or "tool"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = f"tool_{name}"
+    return name
+
+
+def render(p: Proposal) -> str:
+    """The draft as Python source that `statechart check FILE.py:chart` accepts."""
+    m = p.mined
+    lines = [
+        f'"""Draft chart `{p.name}`, mined from {m.runs} runs ({m.steps} calls) by '
+        "`statechart mine --propose`.",
+        "",
+        "Edit before enforcing: rename the states, write the instructions, give the tools",
+        "their real code and arguments, and add guards (the traces say where runs went,",
+        "not why). Caps were taken from the runs that took no rare move and did not repeat.",
+        "",
+        f"Rare moves (under {m.threshold:.0%} of their source's moves) are not edges: a run",
+        "that tries one is refused and can only escalate:",
+    ]
+    lines += [f"  - {e.source} -> {e.target}: {e.count} of {e.total} ({len(e.runs)} runs)"
+              for e in m.rare] or ["  (none)"]
+    lines.append(f"Runs where a tool ran more than {m.repeat_limit} times in a row:")
+    by_tool = Counter(r.tool for r in m.repeats)
+    lines += [f"  - {tool}: {n} runs (capped below with max_calls)"
+              for tool, n in sorted(by_tool.items())] or ["  (none)"]
+    lines += ['"""', "", "import statechart as sc", ""]
+    idents: dict[str, str] = {}
+    for ph in p.phases:
+        for tool in ph.tools:
+            ident = _ident(tool)
+            while ident in idents.values():
+                ident += "_"
+            idents[tool] = ident
+            named = f', name="{tool}"' if ident != tool else ""
+            lines += ["", f'@sc.tool(retry="never"{named})', f"async def {ident}() -> str:",
+                      f'    """{tool} (mined; give it its real arguments and code)."""',
+                      f'    raise NotImplementedError("connect {tool} to its implementation")',
+                      ""]
+    lines += ["", "chart = sc.Chart(", f"    name=\"{p.name}\",", "    states=("]
+    if p.initial == ROUTER:
+        lines.append(f'        sc.State("{ROUTER}", instructions="Choose where to begin.", '
+                     "max_iterations=2),")
+    for ph in p.phases:
+        tools = ", ".join(idents[t] for t in ph.tools)
+        extra = f", max_calls={ph.max_calls!r}" if ph.max_calls else ""
+        extra += f", max_visits={ph.max_visits}" if ph.max_visits is not None else ""
+        lines += [f'        sc.State("{ph.name}", instructions="Use {", ".join(ph.tools)}.",',
+                  f"                 tools=({tools},), max_iterations={ph.max_iterations}"
+                  f"{extra}),"]
+    lines += [f'        sc.State("{DONE}", kind="terminal"),', "    ),", "    edges=("]
+    lines += [f'        sc.Edge("{s}", "{d}"),' for s, d in p.edges]
+    lines += ["    ),", f'    initial="{p.initial}",',
+              f"    budget=sc.Budget(max_steps={p.max_steps}),", ")", ""]
+    return "\n".join(lines)

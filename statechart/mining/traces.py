@@ -1,0 +1,135 @@
+"""Recorded loop traces: one run as a sequence of `tool:outcome` calls.
+
+Traces come from a JSONL file (one run per line, the labelling of seed 003)
+or from a store's event log, and every miner reads this one shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import StatechartError
+from ..run import Event
+from ..store.base import Store
+
+START = "START"
+END = "END"
+OK = "ok"
+ERROR = "error"
+
+
+class TraceFormatError(StatechartError):
+    """A line of a trace file is not a run of `{tool, outcome}` steps."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One step of a loop: the tool it ran and the class of its outcome."""
+
+    tool: str
+    outcome: str = OK
+    state: str | None = None
+    """The chart state the call ran in, when the trace came from a chart's run."""
+
+    @property
+    def label(self) -> str:
+        """`tool:outcome`, the unit the miner counts."""
+        return f"{self.tool}:{self.outcome}"
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One recorded run."""
+
+    run_id: str
+    calls: tuple[Call, ...]
+
+    def labels(self, by: str = "label") -> list[str]:
+        """The run's steps as `tool:outcome` labels (or bare tool names with `by="tool"`)."""
+        if by == "tool":
+            return [c.tool for c in self.calls]
+        return [c.label for c in self.calls]
+
+
+def parse_line(line: str, where: str, default_id: str) -> Trace:
+    """One JSONL line: a list of steps, or `{"run_id": ..., "steps": [...]}`."""
+    try:
+        value: Any = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{where}: not JSON ({exc.msg}); each line must be one run, "
+                               'e.g. [{"tool": "search_kb", "outcome": "hit"}]') from None
+    run_id = default_id
+    if isinstance(value, dict):
+        run_id = str(value.get("run_id", default_id))
+        value = value.get("steps")
+    if not isinstance(value, list):
+        raise TraceFormatError(f"{where}: a run must be a JSON list of steps (or an object with "
+                               f"'steps'), not {type(value).__name__}")
+    calls = []
+    for i, step in enumerate(value):
+        if not isinstance(step, dict) or not isinstance(step.get("tool"), str) or not step["tool"]:
+            raise TraceFormatError(f"{where}: step {i} needs a non-empty string 'tool', "
+                                   f"got {json.dumps(step)[:80]}")
+        outcome = step.get("outcome", OK)
+        if not isinstance(outcome, str) or not outcome:
+            raise TraceFormatError(f"{where}: step {i} ({step['tool']}) has outcome "
+                                   f"{outcome!r}; use a short class name such as 'hit' or 'empty'")
+        state = step.get("state")
+        calls.append(Call(step["tool"], outcome, state if isinstance(state, str) else None))
+    return Trace(run_id, tuple(calls))
+
+
+def read_jsonl(path: str | Path) -> list[Trace]:
+    """Every run of a JSONL trace file; blank lines are skipped."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read trace file {p}: {exc.strerror}") from None
+    return [parse_line(line, f"{p}:{n}", f"line-{n}")
+            for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def write_jsonl(traces: Iterable[Trace], path: str | Path) -> None:
+    """Write runs as JSONL, one `{"run_id", "steps"}` object per line."""
+    with Path(path).open("w", encoding="utf-8") as f:
+        for t in traces:
+            steps = [{"tool": c.tool, "outcome": c.outcome} for c in t.calls]
+            f.write(json.dumps({"run_id": t.run_id, "steps": steps}) + "\n")
+
+
+def outcome_of(event: Event) -> str:
+    """The outcome class of an executed call: `error`, a result's own `outcome`, or `ok`."""
+    if event.error is not None:
+        return ERROR
+    if event.result and event.result.startswith("{"):
+        try:
+            value = json.loads(event.result)
+        except json.JSONDecodeError:
+            return OK
+        if isinstance(value, dict) and isinstance(value.get("outcome"), str):
+            return str(value["outcome"])
+    return OK
+
+
+def calls_of(events: Sequence[Event]) -> Iterator[Call]:
+    """The tool calls a stored run executed (or a shadow run observed), in order."""
+    for e in events:
+        if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results",
+                                                                     "shadow"):
+            continue
+        if e.trigger == "shadow":
+            yield Call(e.call.name, e.result or OK, e.source.removesuffix(".think"))
+            continue
+        state = e.source.rsplit(".", 1)[0]
+        yield Call(e.call.name, outcome_of(e), state)
+
+
+async def read_store(store: Store, *, chart: str | None = None) -> list[Trace]:
+    """The tool calls of every run in a store (of one chart, if named), oldest first."""
+    runs = sorted(await store.runs(chart=chart), key=lambda r: (r.created_at, r.run_id))
+    return [Trace(r.run_id, tuple(calls_of(await store.events(r.run_id)))) for r in runs]
