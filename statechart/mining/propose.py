@@ -55,7 +55,7 @@ class Proposal:
 def common_tool_edges(traces: Sequence[Trace], threshold: float) -> set[tuple[str, str]]:
     """Tool-to-tool moves (START/END included) taking at least `threshold` of their source."""
     counts = transition_counts(t.labels("tool") for t in traces)
-    out = set()
+    out: set[tuple[str, str]] = set()
     for src, row in counts.items():
         total = sum(row.values())
         out.update((src, dst) for dst, n in row.items() if n / total >= threshold)
@@ -156,10 +156,10 @@ def propose(
         for p, called in vs:
             seen[p] += 1
             per_visit[p] = max(per_visit[p], len(called))
-            for tool, n in Counter(called).items():
-                per_tool[(p, tool)] = max(per_tool[(p, tool)], n)
-        for p, n in seen.items():
-            visits[p] = max(visits[p], n)
+            for tool, k in Counter(called).items():
+                per_tool[(p, tool)] = max(per_tool[(p, tool)], k)
+        for p, k in seen.items():
+            visits[p] = max(visits[p], k)
         steps = max(steps, 2 * len(t.calls) + len(vs) + 1)
     repeating = {r.tool for r in mined.repeats}
     cyclic = _on_cycles(edges)
