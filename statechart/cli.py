@@ -393,7 +393,9 @@ def draw(
 
 def entry() -> None:
     """The console script."""
-    app(prog_name="statechart")
+    from . import cli_mining  # registers `mine` and `drift` on the app of `statechart.cli`
+
+    cli_mining.app(prog_name="statechart")
 
 
 if __name__ == "__main__":

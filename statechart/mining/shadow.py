@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +25,13 @@ from ..effects import first_exhausted
 from ..machine import CompiledChart, Move, Transition, go
 from ..models.base import ToolCall
 from ..moves import commit, try_move
-from ..run import Run, Step, Visit, evolve
+from ..run import Event, Run, Step, Visit, evolve
 from ..store.base import Store
 from ..tools import fingerprint
 from .traces import ERROR, OK, Trace
 
+SHADOW_MODEL = "shadow"
+"""The model spec of a shadow run: the loop, not a model, chose its moves."""
 CALL_COST = Spent(steps=2, model_calls=1, tool_calls=1)
 """A loop call stands for a model step that picks the tool and a tool step that runs it."""
 MOVE_COST = Spent(steps=1, model_calls=1)
@@ -257,7 +259,7 @@ class Shadow:
         ctx = self.chart.context.model_validate(dict(context or {})).model_dump(mode="json")
         rid = run_id or f"shadow-{uuid.uuid4().hex}"
         run = Run(run_id=rid, chart=self.chart.name, chart_version=self.chart.version,
-                  model="shadow", state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
+                  model=SHADOW_MODEL, state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
                   visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
                   lineage_root=rid, created_at=self.clock())
         return ShadowRun(self.chart, run, self.outcome, self.observe, self.clock)
@@ -290,3 +292,28 @@ async def run_shadowed(
     finally:
         await shadow.save(store)
 
+
+
+def _owner(leaf: str) -> str:
+    head, _, last = leaf.rpartition(".")
+    return head if head and last in ("think", "act", "approve") else leaf
+
+
+def refusals_of(events: Sequence[Event]) -> list[Refusal]:
+    """The refusals recorded in a shadow run's events."""
+    out = []
+    for e in events:
+        if e.refused is None or not e.reason.startswith("shadow:"):
+            continue
+        tool = e.call.name if e.call is not None else ""
+        out.append(Refusal(e.seq, e.reason.removeprefix("shadow:"), _owner(e.source),
+                           _owner(e.target), tool, e.refused))
+    return out
+
+
+async def shadow_refusals(store: Store, *, chart: str | None = None
+                          ) -> dict[str, list[Refusal]]:
+    """Refusals per shadow run stored in `store` (runs recorded by `ShadowRun.save`)."""
+    runs = [r for r in await store.runs(chart=chart) if r.model == SHADOW_MODEL]
+    runs.sort(key=lambda r: (r.created_at, r.run_id))
+    return {r.run_id: refusals_of(await store.events(r.run_id)) for r in runs}

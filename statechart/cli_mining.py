@@ -1,0 +1,112 @@
+"""`statechart mine` and `statechart drift`: the mining tools on the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .cli import _existing, _run, app
+from .loading import LoadError
+from .mining.drift import DEFAULT_ALPHA, drift
+from .mining.matrix import DEFAULT_REPEAT_LIMIT, DEFAULT_THRESHOLD, mine, state_visits
+from .mining.propose import propose
+from .mining.render import drift_report, mined_mermaid, mined_report, shadow_report
+from .mining.shadow import shadow_refusals
+from .mining.traces import Trace, read_jsonl, read_store
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+By = Annotated[str, typer.Option("--by", help="Label steps by 'label' (tool:outcome) or 'tool'.")]
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+async def _traces(path: Path, chart: str | None = None) -> list[Trace]:
+    """Runs from a JSONL trace file, or from a statechart SQLite store."""
+    if _is_sqlite(path):
+        store = _existing(path)
+        try:
+            return await read_store(store, chart=chart)
+        finally:
+            store.close()
+    if not path.is_file():
+        raise LoadError(f"no trace file at {path}; give a JSONL file (one run per line) or "
+                        "--db PATH")
+    return read_jsonl(path)
+
+
+@app.command("mine")
+def mine_command(
+    file: Annotated[Path | None, typer.Argument(help="JSONL traces, one run per line.")] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="Mine a store's runs.")] = None,
+    chart: Annotated[str | None, typer.Option("--chart", help="Only runs of this chart.")] = None,
+    by: By = "label",
+    threshold: Annotated[float, typer.Option(help="Rare below this share.")] = DEFAULT_THRESHOLD,
+    repeat_limit: Annotated[int, typer.Option(
+        "--repeat-limit", help="Flag runs where a tool repeats more than this.")] =
+        DEFAULT_REPEAT_LIMIT,
+    top: Annotated[int, typer.Option(help="Transitions shown (0: all).")] = 30,
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="Draw the mined graph.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        "--propose", help="Write a draft chart (Python) to this file.")] = None,
+    name: Annotated[str, typer.Option(help="Name of the proposed chart.")] = "mined",
+    shadow: Annotated[bool, typer.Option(
+        "--shadow", help="Report what shadow runs in --db would have been refused.")] = False,
+) -> None:
+    """Mine recorded runs. Example: statechart mine traces.jsonl --propose draft.py"""
+    async def go() -> None:
+        if (file is None) == (db is None):
+            raise LoadError("give exactly one source: a JSONL file, or --db PATH")
+        source = file if file is not None else db
+        assert source is not None
+        if shadow:
+            if db is None:
+                raise LoadError("--shadow reads shadow runs from a store: pass --db PATH")
+            store = _existing(db)
+            try:
+                typer.echo(shadow_report(await shadow_refusals(store, chart=chart)))
+            finally:
+                store.close()
+            return
+        traces = await _traces(source, chart)
+        if not traces:
+            raise LoadError(f"{source} holds no runs to mine")
+        if out is not None:
+            draft = propose(traces, name=name, threshold=threshold, repeat_limit=repeat_limit)
+            out.write_text(draft.source, encoding="utf-8")
+            typer.echo(f"wrote {out}: {len(draft.phases)} states from {len(traces)} runs, "
+                       f"{len(draft.mined.rare)} rare moves left out; check it with: "
+                       f"statechart check {out}:chart")
+            return
+        mined = mine(traces, threshold=threshold, repeat_limit=repeat_limit, by=by)
+        if mermaid:
+            typer.echo(mined_mermaid(mined))
+            return
+        states = state_visits(traces) if db is not None else {}
+        typer.echo(mined_report(mined, top=top, states=states))
+
+    _run(go)
+
+
+@app.command("drift")
+def drift_command(
+    before: Annotated[Path, typer.Argument(help="Runs before the change (JSONL or store).")],
+    after: Annotated[Path, typer.Argument(help="Runs after the change (JSONL or store).")],
+    by: By = "label",
+    alpha: Annotated[float, typer.Option(help="Flag below this Holm-adjusted p.")] =
+        DEFAULT_ALPHA,
+    all_edges: Annotated[bool, typer.Option("--all", help="List every edge.")] = False,
+) -> None:
+    """Compare two sets of runs. Example: statechart drift before.jsonl after.jsonl"""
+    async def go() -> None:
+        a, b = await _traces(before), await _traces(after)
+        typer.echo(drift_report(drift(a, b, by=by, alpha=alpha), all_edges=all_edges))
+
+    _run(go)
