@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from .cli import _existing, _run, app
+
+__all__ = ["app", "drift_command", "mine_command"]
 from .loading import LoadError
 from .mining.drift import DEFAULT_ALPHA, drift
 from .mining.matrix import DEFAULT_REPEAT_LIMIT, DEFAULT_THRESHOLD, mine, state_visits
