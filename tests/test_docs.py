@@ -1,6 +1,10 @@
 """Every Python block in docs/ and README.md runs, in order, each page in one namespace
 (a page reads top to bottom, so a later block may use what an earlier one defined), each
-page in its own process (a page may configure process-wide things such as tracing)."""
+page in its own process (a page may configure process-wide things such as tracing).
+
+A ```` ```console exec ```` block runs too, in the same order: each `$ statechart ...` line
+as the real command, and every other non-blank line of the block must appear in what the
+command before it printed (`...` lines are skipped)."""
 
 from __future__ import annotations
 
@@ -14,13 +18,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
-BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+BLOCK = re.compile(r"```(python|console exec)\n(.*?)```", re.S)
 RUNNER = """
-import json, sys
+import json, shlex, subprocess, sys
 page, codes = json.loads(sys.stdin.read())
 namespace = {"__name__": "docs_page"}
-for index, code in enumerate(codes):
-    exec(compile(code, f"{page}[{index}]", "exec"), namespace)
+for index, (kind, code) in enumerate(codes):
+    if kind == "python":
+        exec(compile(code, f"{page}[{index}]", "exec"), namespace)
+        continue
+    printed = None
+    for line in code.splitlines():
+        if line.startswith("$ statechart "):
+            done = subprocess.run([sys.executable, "-m", "statechart.cli",
+                                   *shlex.split(line[len("$ statechart "):])],
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, f"{page}[{index}]: {line}: {done.stderr}"
+            printed = done.stdout
+        elif line.strip() and line.strip() != "...":
+            assert printed is not None and line in printed, (
+                f"{page}[{index}]: {line!r} is not in what the command printed:\\n{printed}")
 """
 
 
