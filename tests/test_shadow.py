@@ -21,6 +21,7 @@ from statechart.mining import (
     mine,
     read_store,
     run_shadowed,
+    state_visits,
     synthetic_traces,
 )
 from statechart.mining.shadow import shadow_refusals
@@ -242,3 +243,7 @@ def test_store_runs_are_mined_from_their_events(tmp_path: Path) -> None:
 
     (trace,) = anyio.run(go)
     assert trace.calls == (Call("search_kb", "hit", "look"), Call("search_kb", "empty", "look"))
+    assert state_visits([trace, trace]) == {"done": {1: 2}, "look": {1: 2}}
+    assert mine([trace]).counts == {"START": {"search_kb:hit": 1},
+                                    "search_kb:hit": {"search_kb:empty": 1},
+                                    "search_kb:empty": {"END": 1}}

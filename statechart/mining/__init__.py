@@ -2,6 +2,7 @@
 
 from .drift import Drift, EdgeDrift, SourceDrift, chi2_sf, drift, holm
 from .matrix import Edge, Mined, Repeat, mine, state_visits, transition_counts
+from .propose import Phase, Proposal, propose
 from .shadow import Refusal, Shadow, ShadowRun, replay_all, run_shadowed
 from .synthetic import Synthetic, synthetic_traces
 from .traces import (
@@ -16,8 +17,34 @@ from .traces import (
 )
 
 __all__ = [
-    "END", "START", "Call", "Drift", "Edge", "EdgeDrift", "Mined", "Refusal", "Repeat",
-    "Shadow", "ShadowRun", "SourceDrift", "Synthetic", "Trace", "TraceFormatError",
-    "chi2_sf", "drift", "holm", "mine", "read_jsonl", "read_store", "replay_all",
-    "run_shadowed", "state_visits", "synthetic_traces", "transition_counts", "write_jsonl",
+    "END",
+    "START",
+    "Call",
+    "Drift",
+    "Edge",
+    "EdgeDrift",
+    "Mined",
+    "Phase",
+    "Proposal",
+    "Refusal",
+    "Repeat",
+    "Shadow",
+    "ShadowRun",
+    "SourceDrift",
+    "Synthetic",
+    "Trace",
+    "TraceFormatError",
+    "chi2_sf",
+    "drift",
+    "holm",
+    "mine",
+    "propose",
+    "read_jsonl",
+    "read_store",
+    "replay_all",
+    "run_shadowed",
+    "state_visits",
+    "synthetic_traces",
+    "transition_counts",
+    "write_jsonl",
 ]

@@ -150,5 +150,5 @@ def visit_distribution(per_run: Sequence[Counter[str]]) -> dict[str, dict[int, i
 
 
 def state_visits(traces: Sequence[Trace]) -> dict[str, dict[int, int]]:
-    """Per chart state (traces from a store): calls made there per run, as a distribution."""
-    return visit_distribution([Counter(c.state for c in t.calls if c.state) for t in traces])
+    """Per chart state (runs read from a store): entries per run, as a distribution."""
+    return visit_distribution([Counter(dict(t.visits)) for t in traces])

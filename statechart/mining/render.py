@@ -48,7 +48,7 @@ def mined_report(m: Mined, *, top: int = 30, states: Mapping[str, Mapping[int, i
                      [(r.run_id, r.tool, r.streak) for r in m.repeats]) if m.repeats else "none")
     out += ["", "## Visits per run (times per run: runs)", _distribution(m.visits)]
     if states:
-        out += ["", "## Calls per run in each chart state", _distribution(states)]
+        out += ["", "## Visits per run to each chart state", _distribution(states)]
     return "\n".join(out)
 
 

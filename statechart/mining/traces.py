@@ -47,6 +47,8 @@ class Trace:
 
     run_id: str
     calls: tuple[Call, ...]
+    visits: tuple[tuple[str, int], ...] = ()
+    """Entries per chart state, for a run read from a store."""
 
     def labels(self, by: str = "label") -> list[str]:
         """The run's steps as `tool:outcome` labels (or bare tool names with `by="tool"`)."""
@@ -132,4 +134,5 @@ def calls_of(events: Sequence[Event]) -> Iterator[Call]:
 async def read_store(store: Store, *, chart: str | None = None) -> list[Trace]:
     """The tool calls of every run in a store (of one chart, if named), oldest first."""
     runs = sorted(await store.runs(chart=chart), key=lambda r: (r.created_at, r.run_id))
-    return [Trace(r.run_id, tuple(calls_of(await store.events(r.run_id)))) for r in runs]
+    return [Trace(r.run_id, tuple(calls_of(await store.events(r.run_id))),
+                  tuple(sorted(r.visits.items()))) for r in runs]
