@@ -30,9 +30,11 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-async def _traces(path: Path, chart: str | None = None) -> list[Trace]:
-    """Runs from a JSONL trace file, or from a statechart SQLite store."""
-    if _is_sqlite(path):
+async def _traces(path: Path, chart: str | None = None, *, db: bool = False) -> list[Trace]:
+    """Runs from a JSONL trace file, or from a statechart SQLite store (`db`: must be one)."""
+    if db and path.is_file() and not _is_sqlite(path):
+        raise LoadError(f"{path} is not a SQLite store; pass a JSONL trace file without --db")
+    if db or _is_sqlite(path):
         store = _existing(path)
         try:
             return await read_store(store, chart=chart)
@@ -77,7 +79,7 @@ def mine_command(
             finally:
                 store.close()
             return
-        traces = await _traces(source, chart)
+        traces = await _traces(source, chart, db=db is not None)
         if not traces:
             raise LoadError(f"{source} holds no runs to mine")
         if out is not None:

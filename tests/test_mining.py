@@ -233,3 +233,52 @@ def test_drift_cli_on_two_files(tmp_path: Path) -> None:
     section = run.stdout.split("## Edges whose frequency changed")[1].split("##")[0]
     rows = [x for x in section.splitlines() if x.startswith("| ")]
     assert len(rows) == 2 and "| draft_reply:ok | draft_reply:ok |" in rows[1]
+
+
+# -- the mine command --------------------------------------------------------------------
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "statechart.cli", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+
+
+def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> None:
+    write_jsonl(synthetic_traces(seed=0).traces, tmp_path / "t.jsonl")
+    out = cli(tmp_path, "mine", "t.jsonl", "--top", "0").stdout
+    assert out.startswith("1200 runs, 7430 calls, 30 distinct moves")
+    assert "| draft_reply:ok | send_reply:sent | 9     | 1458 | 0.62% |" in out
+    assert out.count("| search_kb |") == 14
+    drawn = cli(tmp_path, "mine", "t.jsonl", "--mermaid").stdout
+    assert drawn.startswith("flowchart LR")
+    assert 'n_draft_reply_ok -.->|"9 (1%)"| n_send_reply_sent' in drawn
+    assert 'n_policy_check_pass -->|"1191 (100%)"| n_send_reply_sent' in drawn
+    assert cli(tmp_path, "run", str(ROOT / "agents/support_triage.py:chart"), "--input",
+               '{"ticket_id": "T-1001"}').returncode == 0
+    stored = cli(tmp_path, "mine", "--db", "statechart.db", "--by", "tool")
+    assert stored.returncode == 0, stored.stderr
+    flat = " ".join(stored.stdout.split())
+    assert flat.startswith("1 runs, 4 calls, 5 distinct moves (labels by tool)")
+    assert "| START | fetch_ticket | 1 | 100.0% |" in flat
+    assert "| lookup_account | draft_reply | 1 | 100.0% |" in flat
+    assert "## Visits per run to each chart state" in flat and "| research | 1:1 |" in flat
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), "give exactly one source"),
+    (("t.jsonl", "--db", "x.db"), "give exactly one source"),
+    (("missing.jsonl",), "no trace file at missing.jsonl"),
+    (("--db", "missing.db"), "no store at missing.db"),
+    (("--db", "t.jsonl"), "t.jsonl is not a SQLite store"),
+    (("t.jsonl", "--shadow"), "--shadow reads shadow runs from a store"),
+    (("empty.jsonl",), "holds no runs to mine"),
+    (("t.jsonl", "--threshold", "2"), "threshold=2.0"),
+])
+def test_mine_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    (tmp_path / "t.jsonl").write_text('[{"tool": "a"}]\n')
+    (tmp_path / "empty.jsonl").write_text("\n")
+    done = cli(tmp_path, "mine", *args)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
