@@ -247,3 +247,40 @@ def test_store_runs_are_mined_from_their_events(tmp_path: Path) -> None:
     assert mine([trace]).counts == {"START": {"search_kb:hit": 1},
                                     "search_kb:hit": {"search_kb:empty": 1},
                                     "search_kb:empty": {"END": 1}}
+
+
+def nested_chart() -> sc.Chart:
+    def research() -> sc.Chart:
+        return sc.Chart("research", states=(
+            sc.State("look", tools=(SEARCH,), max_iterations=4),
+            sc.State("check", tools=(LOOKUP,)),
+            sc.State("found", kind="terminal")),
+            edges=(sc.Edge("look", "check"), sc.Edge("check", "found")))
+
+    return sc.Chart("nested", states=(
+        sc.State("intake", tools=(FETCH,)),
+        sc.State("research", kind="chart", chart=research, exits={"found": "draft"}),
+        sc.State("draft", tools=(DRAFT,)),
+        sc.State("done", kind="terminal")),
+        edges=(sc.Edge("intake", "research"), sc.Edge("draft", "done")),
+        budget=sc.Budget(max_steps=60))
+
+
+@pytest.mark.parametrize(("tools", "refused"), [
+    (["fetch_ticket", "search_kb", "search_kb", "lookup_account", "draft_reply"], []),
+    (["fetch_ticket", "lookup_account", "draft_reply"], [("illegal", "lookup_account")]),
+    (["fetch_ticket", "draft_reply"], [("illegal", "draft_reply")]),
+    (["fetch_ticket", "search_kb", "lookup_account"], [("illegal", "")]),
+    (["fetch_ticket", "search_kb", "lookup_account", "draft_reply", "search_kb"],
+     [("illegal", "search_kb"), ("illegal", "")]),
+])
+def test_shadow_enters_and_leaves_sub_charts_as_the_driver_would(
+    tools: list[str], refused: list[tuple[str, str]],
+) -> None:
+    judged = Shadow(nested_chart()).replay(Trace("t", tuple(Call(t) for t in tools)))
+    assert [(r.kind, r.tool) for r in judged.refusals] == refused
+    assert judged.run.status == "ended"
+    cc = nested_chart().compiled
+    assert judged.initial is not None
+    folded = replay(cc, judged.initial, [s.event for s in judged.steps])
+    assert folded == judged.run

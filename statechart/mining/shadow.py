@@ -127,7 +127,7 @@ class ShadowRun:
                 self._refuse(f"no state of chart '{self.chart.name}' offers tool '{tool}'",
                              "tool", tool, None)
                 return
-            self._move(target, tool)
+            self._move(self._way(target) or target, tool)
             here = self.cc.owner_state(self.run.state)[0]
         patch = dict(self.observe(tool, arguments or {}, result)) if self.observe else {}
         why, kind, spent = self._check_call(here, tool, arguments)
@@ -145,21 +145,55 @@ class ShadowRun:
                          exhausted=spent), kind, tool)
 
     def finish(self) -> None:
-        """The loop stopped: the chart must be able to reach one of its terminals."""
+        """The loop stopped: one move must end the chart's run (a sub-chart's terminal
+        counts when its exits end the run)."""
         if self.run.status == "ended":
             return
+        for target in self._terminals():
+            landed = self._land(target)
+            if landed is not None and landed.status == "ended":
+                self._move(target, None)
+                return
         implicit = (ESCALATED, EXHAUSTED, CANCELLED)
-        terminals = [s.name for s in self.chart.states
-                     if s.kind == "terminal" and s.name not in implicit] or [ESCALATED]
-        legal = [t for t in terminals if self.cc.resolve(self.run.state, go(t)) is not None]
-        self._move((legal or terminals)[0], None)
+        roots = [s.name for s in self.chart.states
+                 if s.kind == "terminal" and s.name not in implicit] or [ESCALATED]
+        self._move(roots[0], None)
+
+    def _terminals(self) -> list[str]:
+        """User terminals of every level around the current state, innermost first."""
+        implicit = (ESCALATED, EXHAUSTED, CANCELLED)
+        out: list[str] = []
+        for p in self.cc.ancestors(self.run.state):
+            node = self.cc.nodes[p]
+            if node.state is None:
+                continue
+            out += [node.prefix + s.name for s in node.chart.states
+                    if s.kind == "terminal" and s.name not in implicit
+                    and node.prefix + s.name not in out]
+        return out
+
+    def _land(self, target: str) -> Move | None:
+        """Where one `go:` move to `target` would land (guards and caps not asked), or None."""
+        t = self.cc.resolve(self.run.state, go(target))
+        return None if t is None else self.cc.move(self.run.state, t)
 
     def _host(self, tool: str) -> str | None:
+        """The state offering `tool`: one a single move reaches first, then the first listed."""
         hosts = [p for p, n in self.cc.nodes.items()
                  if n.state is not None and tool in n.state.tool_map]
-        legal = [p for p in hosts if self.cc.resolve(self.run.state, go(p)) is not None]
+        legal = [p for p in hosts if self._way(p) is not None]
         found = legal or hosts
         return found[0] if found else None
+
+    def _way(self, host: str) -> str | None:
+        """The target of one move that lands in `host`: itself, a chart state around it
+        (entered at its initial state), or a terminal whose exit leads there."""
+        around = [p for p in self.cc.ancestors(host) if self.cc.nodes[p].state is not None]
+        for target in [*around, *self._terminals()]:
+            landed = self._land(target)
+            if landed is not None and self.cc.owner_state(landed.leaf)[0] == host:
+                return target
+        return None
 
     def _check_call(
         self, here: str, tool: str, arguments: Mapping[str, Any] | None,
