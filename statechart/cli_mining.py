@@ -61,6 +61,8 @@ def mine_command(
     out: Annotated[Path | None, typer.Option(
         "--propose", help="Write a draft chart (Python) to this file.")] = None,
     name: Annotated[str, typer.Option(help="Name of the proposed chart.")] = "mined",
+    force: Annotated[bool, typer.Option(
+        "--force", help="Let --propose replace an existing file.")] = False,
     shadow: Annotated[bool, typer.Option(
         "--shadow", help="Report what shadow runs in --db would have been refused.")] = False,
 ) -> None:
@@ -82,6 +84,9 @@ def mine_command(
         traces = await _traces(source, chart, db=db is not None)
         if not traces:
             raise LoadError(f"{source} holds no runs to mine")
+        if out is not None and out.exists() and not force:
+            raise LoadError(f"{out} exists; --propose will not replace it (it may be your edited "
+                            "draft, or the traces): pass --force, or another file name")
         if out is not None:
             draft = propose(traces, name=name, threshold=threshold, repeat_limit=repeat_limit)
             out.write_text(draft.source, encoding="utf-8")

@@ -203,6 +203,8 @@ class Event(BaseModel):
     """Span id (hex) of this transition's OpenTelemetry span, when traced."""
     model: str | None = None
     """The model spec the run uses from this event on (a switch of model)."""
+    outcome: str | None = None
+    """The outcome class of the executed call's result (its `outcome` field), for mining."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .models.base import Message, Reply
 from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
 from .prompt import NEXT_STATE, model_view
 from .run import Actor, QueuedCall, Run, Step, evolve
-from .tools import render_result
+from .tools import outcome_class, render_result
 
 
 def advance(
@@ -134,6 +134,7 @@ def _after_tool(
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
                   call=effect.call, result=text, error=error, fingerprint=ran, reason=reason,
+                  outcome=outcome_class(outcome) if error is None else None,
                   delta=(msg,), update={"visit": visit, "pending": pending})
 
 

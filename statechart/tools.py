@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
@@ -201,6 +201,15 @@ def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
     """Identifies a call by tool name and canonical arguments (spots repeats)."""
     digest = hashlib.sha256(f"{tool_name}\x00{canonical_json(arguments)}".encode())
     return digest.hexdigest()[:24]
+
+
+def outcome_class(value: Any) -> str | None:
+    """A result's own outcome class (`hit`, `empty`): its `outcome` field or attribute, when
+    that is a string. The miner labels calls by it; the event keeps it beside the text,
+    which may be truncated."""
+    found = value.get("outcome") if isinstance(value, Mapping) else getattr(value, "outcome",
+                                                                            None)
+    return found if isinstance(found, str) and found else None
 
 
 def render_result(value: Any, cap: int) -> str:

@@ -180,7 +180,7 @@ def test_proposal_with_several_starts_gets_a_router_and_odd_tool_names() -> None
     assert draft.initial == "start"
     chart = load_source(draft.source)
     assert not any(replay_all(chart, traces).values())  # type: ignore[arg-type]
-    assert 'name="web-search"' in draft.source and "async def tool_class()" in draft.source
+    assert "name='web-search'" in draft.source and "async def tool_class()" in draft.source
 
 
 # -- drift -------------------------------------------------------------------------------
@@ -252,8 +252,8 @@ def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> Non
     assert out.count("| search_kb |") == 14
     drawn = cli(tmp_path, "mine", "t.jsonl", "--mermaid").stdout
     assert drawn.startswith("flowchart LR")
-    assert 'n_draft_reply_ok -.->|"9 (1%)"| n_send_reply_sent' in drawn
-    assert 'n_policy_check_pass -->|"1191 (100%)"| n_send_reply_sent' in drawn
+    assert 'n0_draft_reply_ok -.->|"9 (1%)"| n8_send_reply_sent' in drawn
+    assert 'n5_policy_check_pass -->|"1191 (100%)"| n8_send_reply_sent' in drawn
     assert cli(tmp_path, "run", str(ROOT / "agents/support_triage.py:chart"), "--input",
                '{"ticket_id": "T-1001"}').returncode == 0
     stored = cli(tmp_path, "mine", "--db", "statechart.db", "--by", "tool")

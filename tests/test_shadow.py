@@ -178,7 +178,7 @@ def test_mine_shadow_reports_refusals_per_edge_and_per_guard(
     assert {tuple(r[:3]) for r in edges} == {  # the long streaks also pass max_iterations
         ("draft", "send", "guard"), ("intake", "draft", "illegal"),
         ("draft", "intake", "illegal"), ("research", "(call search_kb)", "budget"),
-        ("research", "(call lookup_account)", "budget")}
+        ("research", "(call lookup_account)", "budget"), ("research", "draft", "budget")}
     guards = out.split("## Refusals per guard")[1].split("##")[0]
     assert "send requires a passed review" in guards
     for run_id in planted.anomalous:

@@ -134,6 +134,10 @@ def drift(
     """Compare two sets of runs; edges and sources with Holm-adjusted p < `alpha` are flagged."""
     if not before or not after:
         raise ValueError("drift needs runs on both sides; one set is empty")
+    if by not in ("label", "tool"):
+        raise ValueError(f"by={by!r}: compare by 'label' (tool:outcome) or by 'tool'")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha}: give a level between 0 and 1, such as 0.01")
     a = transition_counts(t.labels(by) for t in before)
     b = transition_counts(t.labels(by) for t in after)
     n1, n2 = len(before), len(after)
@@ -151,9 +155,10 @@ def drift(
     for s in sorted(set(a) | set(b)):
         per_source.append((s, a.get(s, {}), b.get(s, {}), *_source_test(a.get(s, {}),
                                                                           b.get(s, {}))))
-    adj_s = holm([r[5] for r in per_source])
+    tested = [r for r in per_source if r[4] > 0]  # a source with one exit has nothing to test
+    adj_s = holm([r[5] for r in tested])
     sources = tuple(SourceDrift(s, dict(x), dict(y), g, df, p, ph, ph < alpha)
-                    for (s, x, y, g, df, p), ph in zip(per_source, adj_s, strict=True))
+                    for (s, x, y, g, df, p), ph in zip(tested, adj_s, strict=True))
     appeared = tuple((e.source, e.target, e.after) for e in edges if e.before == 0)
     vanished = tuple((e.source, e.target, e.before) for e in edges if e.after == 0)
     return Drift(n1, n2, edges, sources, appeared, vanished, alpha)

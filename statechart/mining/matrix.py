@@ -108,6 +108,9 @@ def mine(
         raise ValueError(f"by={by!r}: mine by 'label' (tool:outcome) or by 'tool'")
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold={threshold}: give a fraction such as 0.01 (1%)")
+    if repeat_limit < 1:
+        raise ValueError(f"repeat_limit={repeat_limit}: give the longest allowed streak, "
+                         "such as 3")
     sequences = [t.labels(by) for t in traces]
     counts = transition_counts(sequences)
     rare_pairs = {}

@@ -50,6 +50,8 @@ class Proposal:
     common: tuple[str, ...]
     """Ids of the runs the caps were taken from."""
     source: str
+    left_out: tuple[str, ...] = ()
+    """Tools only rare moves lead to: no state offers them, so a run calling one escalates."""
 
 
 def common_tool_edges(traces: Sequence[Trace], threshold: float) -> set[tuple[str, str]]:
@@ -95,8 +97,10 @@ def phases_of(tools: Sequence[str], common: set[tuple[str, str]]) -> list[list[s
 
 
 def _name(tools: Sequence[str], used: set[str]) -> str:
-    base = re.sub(r"\W+", "_", "_or_".join(tools[:2]) + ("_and_more" if len(tools) > 2 else ""))
-    base = base.strip("_") or "phase"
+    joined = "_or_".join(tools[:2]) + ("_and_more" if len(tools) > 2 else "")
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", joined).strip("_-") or "phase"
+    if not base[0].isalpha():
+        base = f"s_{base}"
     name, n = base if base not in TAKEN else f"{base}_state", 2
     while name in used:
         name, n = f"{base}_{n}", n + 1
@@ -144,6 +148,14 @@ def propose(
     initial = starts[0] if len(starts) == 1 else ROUTER
     if initial == ROUTER:
         edges += [(ROUTER, p) for p in starts]
+    if (START, END) in common or not any(s == initial for s, _ in edges):
+        edges.append((initial, DONE))  # runs that called nothing end at once
+    reach = _reachable(initial, edges)
+    left_out = tuple(t for g, n in zip(groups, names, strict=True) if n not in reach for t in g)
+    groups = [g for g, n in zip(groups, names, strict=True) if n in reach]
+    names = [n for n in names if n in reach]
+    edges = [(s, d) for s, d in edges if s in reach]
+    edges += _exits(names, groups, phase_of, mined, edges, reach)
     rank = {n: i for i, n in enumerate([ROUTER, *names, DONE])}
     edges.sort(key=lambda e: (rank[e[0]], rank[e[1]]))
     per_visit: dict[str, int] = defaultdict(int)
@@ -160,7 +172,7 @@ def propose(
                 per_tool[(p, tool)] = max(per_tool[(p, tool)], k)
         for p, k in seen.items():
             visits[p] = max(visits[p], k)
-        steps = max(steps, 2 * len(t.calls) + len(vs) + 1)
+        steps = max(steps, 2 * (len(t.calls) + len(vs) + 1))
     repeating = {r.tool for r in mined.repeats}
     cyclic = _on_cycles(edges)
     phases = tuple(
@@ -170,8 +182,38 @@ def propose(
         for n, g in zip(names, groups, strict=True))
     max_steps = max(10, -(-2 * steps // 10) * 10)
     proposal = Proposal(name, phases, initial, tuple(edges), max_steps, mined,
-                        tuple(t.run_id for t in common_runs), "")
+                        tuple(t.run_id for t in common_runs), "", left_out)
     return Proposal(**{**proposal.__dict__, "source": render(proposal)})
+
+
+def _reachable(initial: str, edges: Sequence[tuple[str, str]]) -> set[str]:
+    nxt: dict[str, set[str]] = defaultdict(set)
+    for s, d in edges:
+        nxt[s].add(d)
+    seen, stack = {initial}, [initial]
+    while stack:
+        for d in nxt[stack.pop()] - seen:
+            seen.add(d)
+            stack.append(d)
+    return seen
+
+
+def _exits(names: Sequence[str], groups: Sequence[Sequence[str]], phase_of: dict[str, str],
+           mined: Mined, edges: Sequence[tuple[str, str]], reach: set[str]
+           ) -> list[tuple[str, str]]:
+    """For a state whose only common moves stay inside it, its most frequent way out."""
+    out = []
+    for n, g in zip(names, groups, strict=True):
+        if any(s == n for s, _ in edges):
+            continue
+        ways: Counter[str] = Counter()
+        for tool in g:
+            for dst, k in mined.counts.get(tool, {}).items():
+                target = DONE if dst == END else phase_of.get(dst)
+                if target is not None and target != n and (target == DONE or target in reach):
+                    ways[target] += k
+        out.append((n, ways.most_common(1)[0][0] if ways else DONE))
+    return out
 
 
 def _on_cycles(edges: Sequence[tuple[str, str]]) -> set[str]:
@@ -194,33 +236,42 @@ def _on_cycles(edges: Sequence[tuple[str, str]]) -> set[str]:
 
 
 def _ident(tool: str) -> str:
-    name = re.sub(r"\W+", "_", tool).strip("_") or "tool"
-    if name[0].isdigit() or keyword.iskeyword(name):
+    """A Python name for the tool's function that the draft's own names cannot clash with."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", tool).strip("_") or "tool"
+    if name[0].isdigit() or keyword.iskeyword(name) or name in ("sc", "chart"):
         name = f"tool_{name}"
     return name
 
 
+def _shown(name: str) -> str:
+    """A name as it may appear in a comment: escapes instead of line breaks."""
+    return repr(name)[1:-1]
+
+
 def render(p: Proposal) -> str:
-    """The draft as Python source that `statechart check FILE.py:chart` accepts."""
+    """The draft as Python source that `statechart check FILE.py:chart` accepts; every
+    name from the traces is written with `repr`, so any tool name is safe in it."""
     m = p.mined
     lines = [
-        f'"""Draft chart `{p.name}`, mined from {m.runs} runs ({m.steps} calls) by '
-        "`statechart mine --propose`.",
-        "",
-        "Edit before enforcing: rename the states, write the instructions, give the tools",
-        "their real code and arguments, and add guards (the traces say where runs went,",
-        "not why). Caps were taken from the runs that took no rare move and did not repeat.",
-        "",
-        f"Rare moves (under {m.threshold:.0%} of their source's moves) are not edges: a run",
-        "that tries one is refused and can only escalate:",
+        f"# Draft chart {_shown(p.name)!r}, mined from {m.runs} runs ({m.steps} calls) by",
+        "# `statechart mine --propose`. Edit before enforcing: rename the states, write the",
+        "# instructions, give the tools their real code and arguments, and add guards (the",
+        "# traces say where runs went, not why). Caps come from the runs that took no rare",
+        "# move and did not repeat.",
+        "#",
+        f"# Rare moves (under {m.threshold:.0%} of their source's moves) are not edges: a run",
+        "# that tries one is refused and can only escalate:",
     ]
-    lines += [f"  - {e.source} -> {e.target}: {e.count} of {e.total} ({len(e.runs)} runs)"
-              for e in m.rare] or ["  (none)"]
-    lines.append(f"Runs where a tool ran more than {m.repeat_limit} times in a row:")
+    lines += [f"#   - {_shown(e.source)} -> {_shown(e.target)}: {e.count} of {e.total} "
+              f"({len(e.runs)} runs)" for e in m.rare] or ["#   (none)"]
+    lines.append(f"# Runs where a tool ran more than {m.repeat_limit} times in a row:")
     by_tool = Counter(r.tool for r in m.repeats)
-    lines += [f"  - {tool}: {n} runs (capped below with max_calls)"
-              for tool, n in sorted(by_tool.items())] or ["  (none)"]
-    lines += ['"""', "", "import statechart as sc", ""]
+    lines += [f"#   - {_shown(tool)}: {n} runs (capped below with max_calls)"
+              for tool, n in sorted(by_tool.items())] or ["#   (none)"]
+    if p.left_out:
+        lines.append("# Tools only rare moves reach, offered by no state (a run calling one "
+                     "escalates): " + ", ".join(_shown(t) for t in p.left_out))
+    lines += ["", "import statechart as sc", ""]
     idents: dict[str, str] = {}
     for ph in p.phases:
         for tool in ph.tools:
@@ -228,12 +279,12 @@ def render(p: Proposal) -> str:
             while ident in idents.values():
                 ident += "_"
             idents[tool] = ident
-            named = f', name="{tool}"' if ident != tool else ""
+            named = f", name={tool!r}" if ident != tool else ""
             lines += ["", f'@sc.tool(retry="never"{named})', f"async def {ident}() -> str:",
-                      f'    """{tool} (mined; give it its real arguments and code)."""',
-                      f'    raise NotImplementedError("connect {tool} to its implementation")',
+                      f"    {tool + ' (mined; give it its real arguments and code).'!r}",
+                      f"    raise NotImplementedError({'connect ' + tool + ' to its code'!r})",
                       ""]
-    lines += ["", "chart = sc.Chart(", f"    name=\"{p.name}\",", "    states=("]
+    lines += ["", "chart = sc.Chart(", f"    name={p.name!r},", "    states=("]
     if p.initial == ROUTER:
         lines.append(f'        sc.State("{ROUTER}", instructions="Choose where to begin.", '
                      "max_iterations=2),")
@@ -241,11 +292,12 @@ def render(p: Proposal) -> str:
         tools = ", ".join(idents[t] for t in ph.tools)
         extra = f", max_calls={ph.max_calls!r}" if ph.max_calls else ""
         extra += f", max_visits={ph.max_visits}" if ph.max_visits is not None else ""
-        lines += [f'        sc.State("{ph.name}", instructions="Use {", ".join(ph.tools)}.",',
+        lines += [f"        sc.State({ph.name!r}, instructions="
+                  f"{'Use ' + ', '.join(ph.tools) + '.'!r},",
                   f"                 tools=({tools},), max_iterations={ph.max_iterations}"
                   f"{extra}),"]
     lines += [f'        sc.State("{DONE}", kind="terminal"),', "    ),", "    edges=("]
-    lines += [f'        sc.Edge("{s}", "{d}"),' for s, d in p.edges]
-    lines += ["    ),", f'    initial="{p.initial}",',
+    lines += [f"        sc.Edge({s!r}, {d!r})," for s, d in p.edges]
+    lines += ["    ),", f"    initial={p.initial!r},",
               f"    budget=sc.Budget(max_steps={p.max_steps}),", ")", ""]
     return "\n".join(lines)

@@ -12,9 +12,13 @@ from .shadow import Refusal
 from .traces import END, START
 
 
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown table with aligned columns."""
-    cells = [[str(c) for c in headers], *[[str(c) for c in r] for r in rows]]
+    """A Markdown table with aligned columns (`|` in a cell is escaped)."""
+    cells = [[_cell(c) for c in headers], *[[_cell(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: Sequence[str]) -> str:
@@ -57,21 +61,25 @@ def _distribution(d: Mapping[str, Mapping[int, int]]) -> str:
                  [(k, "  ".join(f"{n}:{runs}" for n, runs in v.items())) for k, v in d.items()])
 
 
-def _node(label: str) -> str:
-    return "n_" + re.sub(r"\W", "_", label)
-
-
 def mined_mermaid(m: Mined) -> str:
     """The mined graph: each label a node, each move an edge with its count and share;
     rare moves dashed."""
-    lines = ["flowchart LR", f"  {_node(START)}(({START}))", f"  {_node(END)}(({END}))"]
     labels = sorted({x for s, row in m.counts.items() for x in (s, *row)} - {START, END})
-    lines += [f'  {_node(x)}["{x}"]' for x in labels]
+    ids = {START: "n_START", END: "n_END"}
+    for i, x in enumerate(labels):
+        ids[x] = f"n{i}_" + re.sub(r"\W", "_", x)  # the index keeps web-search and web_search apart
+    lines = ["flowchart LR", f"  {ids[START]}(({START}))", f"  {ids[END]}(({END}))"]
+    lines += [f'  {ids[x]}["{_quoted(x)}"]' for x in labels]
     rare = m.rare_keys
     for e in sorted(m.edges(), key=lambda e: (e.source, e.target)):
         arrow = "-.->" if (e.source, e.target) in rare else "-->"
-        lines.append(f'  {_node(e.source)} {arrow}|"{e.count} ({e.share:.0%})"| {_node(e.target)}')
+        lines.append(f'  {ids[e.source]} {arrow}|"{e.count} ({e.share:.0%})"| {ids[e.target]}')
     return "\n".join(lines)
+
+
+def _quoted(label: str) -> str:
+    """A label inside Mermaid's double quotes."""
+    return label.replace('"', "#quot;")
 
 
 def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:

@@ -25,17 +25,27 @@ from ..effects import first_exhausted
 from ..machine import CompiledChart, Move, Transition, go
 from ..models.base import ToolCall
 from ..moves import commit, try_move
+from ..replay import status_of
 from ..run import Event, Run, Step, Visit, evolve
 from ..store.base import Store
 from ..tools import fingerprint
+from .routes import charged as _charged
+from .routes import json_arguments, way
+from .routes import spent_text as _spent
 from .traces import ERROR, OK, Trace
 
 SHADOW_MODEL = "shadow"
 """The model spec of a shadow run: the loop, not a model, chose its moves."""
 CALL_COST = Spent(steps=2, model_calls=1, tool_calls=1)
 """A loop call stands for a model step that picks the tool and a tool step that runs it."""
-MOVE_COST = Spent(steps=1, model_calls=1)
-"""A change of state stands for the model step that called `next_state`."""
+MOVE_COST = Spent(steps=2, model_calls=1)
+"""Leaving a model state: the model call that asks for `next_state`, then that step."""
+MODEL_STEP = Spent(steps=1, model_calls=1)
+CODE_STEP = Spent(steps=1)
+"""Leaving a code state: its handler's step."""
+HOOK_ERROR = "hook_error"
+"""The outcome of a call whose `outcome` or `observe` hook raised."""
+IMPLICIT = (ESCALATED, EXHAUSTED, CANCELLED)
 KINDS = ("illegal", "guard", "budget", "tool", "repeat")
 """What a refusal was: no such edge, a guard said no, a cap or budget ran out, no state
 hosts the tool, or the same call ran before."""
@@ -90,48 +100,76 @@ class ShadowRun:
 
     def wrap(self, dispatch: Callable[..., Any]) -> Callable[..., Any]:
         """The dispatcher `dispatch(tool, arguments)`, observed; sync or async like the original."""
-        if inspect.iscoroutinefunction(dispatch):
-            async def awrapped(tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
-                try:
-                    result = await dispatch(tool, arguments)
-                except Exception:
-                    self.record(tool, arguments, ERROR)
-                    raise
-                self.record(tool, arguments, self.outcome(tool, result), result)
-                return result
+        if inspect.iscoroutinefunction(dispatch) or inspect.iscoroutinefunction(
+                type(dispatch).__call__):
+            async def awrapped(tool: str, arguments: Any = None) -> Any:
+                return await self._awaited(tool, arguments, dispatch(tool, arguments))
             return awrapped
 
-        def wrapped(tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        def wrapped(tool: str, arguments: Any = None) -> Any:
             try:
                 result = dispatch(tool, arguments)
             except Exception:
                 self.record(tool, arguments, ERROR)
                 raise
-            self.record(tool, arguments, self.outcome(tool, result), result)
+            if inspect.isawaitable(result):
+                return self._awaited(tool, arguments, result)
+            self.record(tool, arguments, self._label(tool, result), result)
             return result
         return wrapped
 
+    async def _awaited(self, tool: str, arguments: Any, pending: Awaitable[Any]) -> Any:
+        try:
+            result = await pending
+        except Exception:
+            self.record(tool, arguments, ERROR)
+            raise
+        self.record(tool, arguments, self._label(tool, result), result)
+        return result
+
+    def _label(self, tool: str, result: Any) -> str:
+        """The outcome class; a hook that raises must not break the loop (`hook_error`)."""
+        try:
+            return self.outcome(tool, result)
+        except Exception:
+            return HOOK_ERROR
+
     # -- judging ------------------------------------------------------------------------
 
-    def record(self, tool: str, arguments: Mapping[str, Any] | None, outcome: str,
-               result: Any = None) -> None:
+    def record(self, tool: str, arguments: Any, outcome: str, result: Any = None) -> None:
         """Judge one call the loop made (`arguments=None`: unknown, no repeat check)."""
+        args = json_arguments(arguments)
         if self.run.status == "ended":
-            self._refuse(f"the loop called '{tool}' after the chart ended in "
-                         f"'{self.run.state}'", "illegal", tool, None)
+            self._call(tool, args, outcome, f"the loop called '{tool}' after the chart ended "
+                       f"in '{self.run.state}'", "illegal")
             return
-        here = self.cc.owner_state(self.run.state)[0]
         if tool not in self.cc.owner_state(self.run.state)[1].tool_map:
-            target = self._host(tool)
-            if target is None:
-                self._refuse(f"no state of chart '{self.chart.name}' offers tool '{tool}'",
-                             "tool", tool, None)
+            host = self._host(tool)
+            if host is None:
+                self._call(tool, args, outcome,
+                           f"no state of chart '{self.chart.name}' offers tool '{tool}'", "tool")
                 return
-            self._move(self._way(target) or target, tool)
-            here = self.cc.owner_state(self.run.state)[0]
-        patch = dict(self.observe(tool, arguments or {}, result)) if self.observe else {}
-        why, kind, spent = self._check_call(here, tool, arguments)
-        call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=dict(arguments or {}))
+            path = way(self.cc, self.run.state, self._in(host))
+            for target in path or [host]:
+                self._move(target, tool)
+        patch: dict[str, Any] = {}
+        if self.observe is not None:
+            try:
+                patch = dict(self.observe(tool, arguments or {}, result))
+            except Exception:
+                outcome = HOOK_ERROR
+        why, kind = self._check_call(tool, args, outcome)
+        self._call(tool, args, outcome, why, kind, patch)
+
+    def _owner(self, leaf: str) -> str:
+        return self.cc.owner_state(leaf)[0]
+
+    def _in(self, host: str) -> Callable[[str], bool]:
+        return lambda leaf: self._owner(leaf) == host
+
+    def _call(self, tool: str, args: dict[str, Any] | None, outcome: str, why: str | None,
+              kind: str, patch: Mapping[str, Any] | None = None) -> None:
+        """The event of one loop call: it ran, whatever the chart thinks of it."""
         visit = self.run.visit
         update: dict[str, Any] = {}
         if visit is not None:
@@ -139,118 +177,107 @@ class ShadowRun:
                 "iterations": visit.iterations + 1,
                 "calls": {**visit.calls, tool: visit.calls.get(tool, 0) + 1},
                 "succeeded": {**visit.succeeded, tool: visit.succeeded.get(tool, 0) + 1}})
+        call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=args or {})
         self._add(commit(self.cc, self.run, None, self.clock(), CALL_COST, trigger="shadow",
                          actor="code", update=update, call=call, result=outcome,
-                         refused=why, reason=f"shadow:{kind}" if why else "", patch=patch,
-                         exhausted=spent), kind, tool)
+                         outcome=outcome, refused=why,
+                         reason=f"shadow:{kind}" if why else "", patch=dict(patch or {})),
+                  kind, tool)
 
     def finish(self) -> None:
-        """The loop stopped: one move must end the chart's run (a sub-chart's terminal
-        counts when its exits end the run)."""
+        """The loop stopped: one move (through code states, or a sub-chart's terminal whose
+        exits end the run) must end the chart's run."""
         if self.run.status == "ended":
             return
-        for target in self._terminals():
-            landed = self._land(target)
-            if landed is not None and landed.status == "ended":
+        cc = self.cc
+
+        def ends(leaf: str) -> bool:
+            return status_of(cc, leaf) == "ended" and \
+                self._owner(leaf).rsplit(".", 1)[-1] not in IMPLICIT
+        path = way(cc, self.run.state, ends)
+        if path is not None:
+            for target in path:
                 self._move(target, None)
-                return
-        implicit = (ESCALATED, EXHAUSTED, CANCELLED)
+            return
         roots = [s.name for s in self.chart.states
-                 if s.kind == "terminal" and s.name not in implicit] or [ESCALATED]
+                 if s.kind == "terminal" and s.name not in IMPLICIT] or [ESCALATED]
         self._move(roots[0], None)
-
-    def _terminals(self) -> list[str]:
-        """User terminals of every level around the current state, innermost first."""
-        implicit = (ESCALATED, EXHAUSTED, CANCELLED)
-        out: list[str] = []
-        for p in self.cc.ancestors(self.run.state):
-            node = self.cc.nodes[p]
-            if node.state is None:
-                continue
-            out += [node.prefix + s.name for s in node.chart.states
-                    if s.kind == "terminal" and s.name not in implicit
-                    and node.prefix + s.name not in out]
-        return out
-
-    def _land(self, target: str) -> Move | None:
-        """Where one `go:` move to `target` would land (guards and caps not asked), or None."""
-        t = self.cc.resolve(self.run.state, go(target))
-        return None if t is None else self.cc.move(self.run.state, t)
 
     def _host(self, tool: str) -> str | None:
         """The state offering `tool`: one a single move reaches first, then the first listed."""
         hosts = [p for p, n in self.cc.nodes.items()
                  if n.state is not None and tool in n.state.tool_map]
-        legal = [p for p in hosts if self._way(p) is not None]
-        found = legal or hosts
-        return found[0] if found else None
+        for host in hosts:
+            if way(self.cc, self.run.state, self._in(host)):
+                return host
+        return hosts[0] if hosts else None
 
-    def _way(self, host: str) -> str | None:
-        """The target of one move that lands in `host`: itself, a chart state around it
-        (entered at its initial state), or a terminal whose exit leads there."""
-        around = [p for p in self.cc.ancestors(host) if self.cc.nodes[p].state is not None]
-        for target in [*around, *self._terminals()]:
-            landed = self._land(target)
-            if landed is not None and self.cc.owner_state(landed.leaf)[0] == host:
-                return target
-        return None
-
-    def _check_call(
-        self, here: str, tool: str, arguments: Mapping[str, Any] | None,
-    ) -> tuple[str | None, str, str | None]:
-        spent = first_exhausted(self.cc, self.run)
+    def _check_call(self, tool: str, args: dict[str, Any] | None, outcome: str
+                    ) -> tuple[str | None, str]:
+        """What the driver's planner would refuse about this call, in its order."""
+        cc, run = self.cc, self.run
+        here, state = cc.owner_state(run.state)
+        spent = first_exhausted(cc, run)
         if spent is not None:
-            return f"budget {spent} is spent; the chart would have routed the run out", \
-                "budget", spent
-        state = self.cc.owner_state(self.run.state)[1]
-        visit = self.run.visit
+            return f"{_spent(spent)} is spent: the model would not have been called", "budget"
+        visit = run.visit
         done = visit.iterations if visit is not None else 0
         cap = state.max_iterations or 0
         if done + 1 >= cap:
             return (f"call {done + 1} in one visit of '{here}' (max_iterations={cap}: the "
-                    f"last call offers only next_state)"), "budget", f"{here}:iterations"
+                    f"last call offers only next_state)"), "budget"
         tool_cap = state.max_calls.get(tool)
         calls = visit.calls.get(tool, 0) if visit is not None else 0
         if tool_cap is not None and calls >= tool_cap:
             return (f"tool '{tool}' already called {calls} times in this visit of '{here}' "
-                    f"(max_calls={tool_cap})"), "budget", f"{here}:max_calls"
-        if arguments is not None:
-            fp = fingerprint(tool, dict(arguments))
-            tool_def = state.tool_map[tool]
-            if fp in self.fingerprints and not tool_def.repeatable:
-                return f"tool '{tool}' already ran with these arguments", "repeat", None
-            self.fingerprints.add(fp)
-        return None, "", None
+                    f"(max_calls={tool_cap})"), "budget"
+        if args is not None:
+            fp = fingerprint(tool, args)
+            if fp in self.fingerprints and not state.tool_map[tool].repeatable:
+                return f"tool '{tool}' already ran with these arguments", "repeat"
+            if outcome != ERROR:
+                self.fingerprints.add(fp)
+        spent = first_exhausted(cc, _charged(cc, run, MODEL_STEP))
+        if spent is not None:
+            return f"{_spent(spent)} is spent once the model picked the call", "budget"
+        return None, ""
 
     def _move(self, target: str, tool: str | None) -> None:
-        """Move to `target` (a full path) as the driver would, or record why not and follow."""
+        """Move to `target` (a full path) as the driver would, or record why not and follow.
+        Leaving a model state takes a model call and a `next_state` step; a code state one."""
         trigger = go(target)
         cc, run = self.cc, self.run
-        here = cc.owner_state(run.state)[0]
-        spent = first_exhausted(cc, run, hard_only=True)
+        here, state = cc.owner_state(run.state)
+        by_model = state.kind == "model"
+        why: str | None = None
+        if by_model:
+            spent = first_exhausted(cc, run)
+            if spent is None and run.visit is not None and \
+                    run.visit.iterations >= (state.max_iterations or 0):
+                spent = f"{here}:iterations"
+            spent = spent or first_exhausted(cc, _charged(cc, run, MODEL_STEP), hard_only=True)
+        else:
+            spent = first_exhausted(cc, run, hard_only=True)
         found: Move | str
         if spent is not None:
-            found, kind = f"budget {spent} is spent; the chart would have routed the run out", \
-                "budget"
-        elif cc.resolve(run.state, trigger) is None:
-            found, kind = try_move(cc, run, trigger, {}), "illegal"
+            found, kind = f"{_spent(spent)} is spent: the chart would have routed the run " \
+                "out", "budget"
         else:
             found = try_move(cc, run, trigger, {})
-            kind = "budget" if isinstance(found, str) and "(max_" in found else "guard"
+            kind = "illegal" if cc.resolve(run.state, trigger) is None else \
+                "budget" if isinstance(found, str) and "(max_" in found else "guard"
         if isinstance(found, Move):
-            self._add(commit(cc, run, found, self.clock(), MOVE_COST, trigger=trigger,
-                             actor="model"), "", tool)
-            return
-        forced = cc.move(run.state, Transition(trigger="shadow", source=here, dest=target))
-        self._add(commit(cc, run, forced, self.clock(), MOVE_COST, trigger=trigger,
-                         actor="model", refused=found, reason=f"shadow:{kind}",
-                         exhausted=spent), kind, tool)
-
-    def _refuse(self, why: str, kind: str, tool: str, spent: str | None) -> None:
-        call = ToolCall(id=f"s{self.run.seq + 1}", name=tool)
-        self._add(commit(self.cc, self.run, None, self.clock(), CALL_COST, trigger="shadow",
-                         actor="code", call=call, result=OK, refused=why,
-                         reason=f"shadow:{kind}", exhausted=spent), kind, tool)
+            move = found
+        else:
+            why = found
+            move = cc.move(run.state, Transition(trigger="shadow", source=here, dest=target))
+        update: dict[str, Any] = {}
+        if by_model and run.visit is not None:
+            update["visit"] = evolve(run.visit, {"iterations": run.visit.iterations + 1})
+        self._add(commit(cc, run, move, self.clock(), MOVE_COST if by_model else CODE_STEP,
+                         trigger=trigger, actor="model" if by_model else "code",
+                         update=update, refused=why,
+                         reason=f"shadow:{kind}" if why else ""), kind, tool)
 
     def _add(self, step: Step, kind: str, tool: str | None) -> None:
         self.steps.append(step)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StatechartError
-from ..run import Event
+from ..run import Event, Run
 from ..store.base import Store
 
 START = "START"
@@ -89,7 +89,7 @@ def read_jsonl(path: str | Path) -> list[Trace]:
     """Every run of a JSONL trace file; blank lines are skipped."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise TraceFormatError(f"cannot read trace file {p}: {exc.strerror}") from None
     return [parse_line(line, f"{p}:{n}", f"line-{n}")
@@ -100,7 +100,8 @@ def write_jsonl(traces: Iterable[Trace], path: str | Path) -> None:
     """Write runs as JSONL, one `{"run_id", "steps"}` object per line."""
     with Path(path).open("w", encoding="utf-8") as f:
         for t in traces:
-            steps = [{"tool": c.tool, "outcome": c.outcome} for c in t.calls]
+            steps = [{"tool": c.tool, "outcome": c.outcome, **({"state": c.state} if c.state
+                                                                 else {})} for c in t.calls]
             f.write(json.dumps({"run_id": t.run_id, "steps": steps}) + "\n")
 
 
@@ -108,6 +109,8 @@ def outcome_of(event: Event) -> str:
     """The outcome class of an executed call: `error`, a result's own `outcome`, or `ok`."""
     if event.error is not None:
         return ERROR
+    if event.outcome is not None:
+        return event.outcome
     if event.result and event.result.startswith("{"):
         try:
             value = json.loads(event.result)
@@ -125,14 +128,26 @@ def calls_of(events: Sequence[Event]) -> Iterator[Call]:
                                                                      "shadow"):
             continue
         if e.trigger == "shadow":
-            yield Call(e.call.name, e.result or OK, e.source.removesuffix(".think"))
+            yield Call(e.call.name, e.outcome or e.result or OK, e.source.rsplit(".", 1)[0])
             continue
         state = e.source.rsplit(".", 1)[0]
         yield Call(e.call.name, outcome_of(e), state)
 
 
+async def lineage_events(store: Store, run: Run) -> list[Event]:
+    """A run's events with those it inherited: a fork starts with its parent's, up to the
+    fork point."""
+    own = await store.events(run.run_id)
+    if run.parent_run is None or run.parent_seq is None:
+        return own
+    parent = await store.load(run.parent_run)
+    inherited = [e for e in await lineage_events(store, parent) if e.seq <= run.parent_seq]
+    return inherited + own
+
+
 async def read_store(store: Store, *, chart: str | None = None) -> list[Trace]:
-    """The tool calls of every run in a store (of one chart, if named), oldest first."""
+    """The tool calls of every run in a store (of one chart, if named), oldest first; a fork
+    includes the calls it inherited."""
     runs = sorted(await store.runs(chart=chart), key=lambda r: (r.created_at, r.run_id))
-    return [Trace(r.run_id, tuple(calls_of(await store.events(r.run_id))),
+    return [Trace(r.run_id, tuple(calls_of(await lineage_events(store, r))),
                   tuple(sorted(r.visits.items()))) for r in runs]

@@ -18,7 +18,8 @@ COLUMNS = (
     "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
     "intent, key, by, fingerprint, exhausted, edge, closes, span, visit, messages, body"
 )
-BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited", "model"}
+BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited", "model",
+        "outcome"}
 USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
           "cost_micros", "wall_ms")
 INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 29)})"
