@@ -7,6 +7,7 @@ live in the store's own append-only tables.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -35,13 +36,27 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
     }
     new = cls.__new__(cls)
     object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", set(values))
+    object.__setattr__(new, "__pydantic_fields_set__", _fields_set(values.keys()))
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
 
 
 _DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Any]]] = {}
+_FIELD_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _fields_set(names: Any) -> frozenset[str]:
+    """One shared frozen set per distinct set of names: records are frozen, so the set that
+    pydantic keeps per record (which fields were given) never changes; sharing it saves a
+    set per record, a good part of a run's memory."""
+    key = frozenset(names)
+    found = _FIELD_SETS.get(key)
+    if found is None:
+        if len(_FIELD_SETS) >= 4096:  # bounded: records built from outside vary freely
+            return key
+        found = _FIELD_SETS[key] = key
+    return found
 
 
 def evolve(model: M, update: dict[str, Any]) -> M:
@@ -53,8 +68,10 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     fields = dict(model.__dict__)
     fields.update(update)
     object.__setattr__(new, "__dict__", fields)
-    fields_set = model.__pydantic_fields_set__ | update.keys()
-    object.__setattr__(new, "__pydantic_fields_set__", fields_set)
+    given: AbstractSet[str] = model.__pydantic_fields_set__
+    if not update.keys() <= given:
+        given = _fields_set(given | update.keys())
+    object.__setattr__(new, "__pydantic_fields_set__", given)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
