@@ -7,7 +7,6 @@ live in the store's own append-only tables.
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -43,19 +42,19 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
 
 
 _DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Any]]] = {}
-_FIELD_SETS: dict[frozenset[str], frozenset[str]] = {}
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 
-def _fields_set(names: Any) -> frozenset[str]:
-    """One shared frozen set per distinct set of names: records are frozen, so the set that
-    pydantic keeps per record (which fields were given) never changes; sharing it saves a
-    set per record, a good part of a run's memory."""
+def _fields_set(names: Any) -> set[str]:
+    """One shared set per distinct set of names. Records are frozen, so the set pydantic
+    keeps per record (which fields were given) is never changed in place (`model_copy`
+    copies it first); sharing it saves a set per record, a good part of a run's memory."""
     key = frozenset(names)
     found = _FIELD_SETS.get(key)
     if found is None:
         if len(_FIELD_SETS) >= 4096:  # bounded: records built from outside vary freely
-            return key
-        found = _FIELD_SETS[key] = key
+            return set(key)
+        found = _FIELD_SETS[key] = set(key)
     return found
 
 
@@ -68,7 +67,7 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     fields = dict(model.__dict__)
     fields.update(update)
     object.__setattr__(new, "__dict__", fields)
-    given: AbstractSet[str] = model.__pydantic_fields_set__
+    given = model.__pydantic_fields_set__
     if not update.keys() <= given:
         given = _fields_set(given | update.keys())
     object.__setattr__(new, "__pydantic_fields_set__", given)

@@ -1,14 +1,24 @@
-"""The in-memory store: for tests and benchmarks; the same contract as the durable ones."""
+"""The in-memory store: for tests and benchmarks; the same contract as the durable ones.
+
+Events and transcript messages are kept as JSON, as a durable store keeps them: a
+test on this store meets the values a database would refuse, and thousands of runs
+in one process hold compact bytes instead of object graphs the garbage collector
+must walk again and again.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 
+from pydantic import TypeAdapter
+
 from ..errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from ..models.base import Message
 from ..run import Event, Intent, Run, Status, Step
 from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
+
+MESSAGES = TypeAdapter(list[Message])
 
 
 class MemoryStore:
@@ -17,8 +27,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}
         self._bases: dict[str, list[Run]] = {}
-        self._events: dict[str, list[Event]] = {}
-        self._transcripts: dict[tuple[str, int], list[Message]] = {}
+        self._events: dict[str, list[bytes]] = {}
+        self._transcripts: dict[tuple[str, int], list[bytes]] = {}
         self._fingerprints: dict[str, set[str]] = {}
         self._intents: dict[str, list[Intent]] = {}
         self._open: dict[str, dict[str, int]] = {}
@@ -58,12 +68,15 @@ class MemoryStore:
                     f"{held[0] if held else 'nobody'}; stop driving it"
                 )
             self._leases[run_id] = (lease.holder, time.time() + lease.ttl, event.seq)
-        self._events[run_id].append(event)
+        row = event.model_dump_json(exclude_defaults=True).encode()
+        delta = MESSAGES.dump_json(list(step.delta), exclude_defaults=True) \
+            if step.delta and event.visit is not None else None
+        self._events[run_id].append(row)
         self._runs[run_id] = step.run
         if step.base:
             self._bases[run_id].append(step.run)
-        if step.delta and event.visit is not None:
-            self._transcripts.setdefault((run_id, event.visit), []).extend(step.delta)
+        if delta is not None and event.visit is not None:
+            self._transcripts.setdefault((run_id, event.visit), []).append(delta)
         if event.fingerprint is not None:
             self._fingerprints[run_id].add(event.fingerprint)
         intents, open_ = self._intents[run_id], self._open[run_id]
@@ -95,10 +108,12 @@ class MemoryStore:
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         await self.load(run_id)
-        return [e for e in self._events[run_id] if e.seq > after]
+        events = (Event.model_validate_json(r) for r in self._events[run_id])
+        return [e for e in events if e.seq > after]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
-        return list(self._transcripts.get((run_id, visit), []))
+        return [m for chunk in self._transcripts.get((run_id, visit), [])
+                for m in MESSAGES.validate_json(chunk)]
 
     async def fingerprints(self, run_id: str) -> set[str]:
         await self.load(run_id)
