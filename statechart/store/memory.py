@@ -1,6 +1,6 @@
 """The in-memory store: for tests and benchmarks; the same contract as the durable ones.
 
-Events and transcript messages are kept as JSON, as a durable store keeps them: a
+Events, transcript messages and intents are kept as JSON, as a durable store keeps them: a
 test on this store meets the values a database would refuse, and thousands of runs
 in one process hold compact bytes instead of object graphs the garbage collector
 must walk again and again.
@@ -30,7 +30,7 @@ class MemoryStore:
         self._events: dict[str, list[bytes]] = {}
         self._transcripts: dict[tuple[str, int], list[bytes]] = {}
         self._fingerprints: dict[str, set[str]] = {}
-        self._intents: dict[str, list[Intent]] = {}
+        self._intents: dict[str, list[bytes]] = {}
         self._open: dict[str, dict[str, int]] = {}
         """run id -> call id -> index of its open intent"""
         self._leases: dict[str, tuple[str, float, int]] = {}
@@ -45,7 +45,7 @@ class MemoryStore:
         self._bases[run.run_id] = [run]
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
-        self._intents[run.run_id] = list(intents)
+        self._intents[run.run_id] = [i.model_dump_json().encode() for i in intents]
         self._open[run.run_id] = {
             i.call.id: n for n, i in enumerate(intents) if not i.completed}
 
@@ -83,11 +83,12 @@ class MemoryStore:
         for call_id in step.closed:
             n = open_.pop(call_id, None)
             if n is not None:
-                intents[n] = intents[n].model_copy(
+                done = Intent.model_validate_json(intents[n]).model_copy(
                     update={"completed": True, "completed_seq": event.seq})
+                intents[n] = done.model_dump_json().encode()
         if step.opened is not None:
             open_[step.opened.call.id] = len(intents)
-            intents.append(step.opened)
+            intents.append(step.opened.model_dump_json().encode())
 
     async def load(self, run_id: str) -> Run:
         try:
@@ -121,7 +122,7 @@ class MemoryStore:
 
     async def intents(self, run_id: str) -> list[Intent]:
         await self.load(run_id)
-        return list(self._intents[run_id])
+        return [Intent.model_validate_json(i) for i in self._intents[run_id]]
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         await self.load(run_id)
