@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-durable bench-all clean
+.PHONY: demo test lint bench bench-durable bench-all bench-mining clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ bench: $(BIN)/python
 
 bench-durable: $(BIN)/python   # about three minutes; writes benchmarks/results/durable.json
 	$(BIN)/python benchmarks/durable.py
+
+bench-mining: $(BIN)/python   # about ten seconds; writes benchmarks/results/mining.json
+	$(BIN)/python benchmarks/mining.py
 
 bench-all: $(BIN)/python   # about 15 minutes; writes benchmarks/results/run_all.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
