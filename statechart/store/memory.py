@@ -32,6 +32,8 @@ class MemoryStore:
         self._fingerprints: dict[str, set[str]] = {}
         self._intents: dict[str, list[bytes]] = {}
         self._open: dict[str, dict[str, int]] = {}
+        self._done: dict[str, dict[int, int]] = {}
+        """run id -> index of a completed intent -> seq of the event that completed it"""
         """run id -> call id -> index of its open intent"""
         self._leases: dict[str, tuple[str, float, int]] = {}
         """run id -> (holder, expires, the run's seq when the holder last wrote)"""
@@ -83,9 +85,7 @@ class MemoryStore:
         for call_id in step.closed:
             n = open_.pop(call_id, None)
             if n is not None:
-                done = Intent.model_validate_json(intents[n]).model_copy(
-                    update={"completed": True, "completed_seq": event.seq})
-                intents[n] = done.model_dump_json().encode()
+                self._done.setdefault(run_id, {})[n] = event.seq
         if step.opened is not None:
             open_[step.opened.call.id] = len(intents)
             intents.append(step.opened.model_dump_json().encode())
@@ -122,7 +122,10 @@ class MemoryStore:
 
     async def intents(self, run_id: str) -> list[Intent]:
         await self.load(run_id)
-        return [Intent.model_validate_json(i) for i in self._intents[run_id]]
+        done = self._done.get(run_id, {})
+        out = [Intent.model_validate_json(i) for i in self._intents[run_id]]
+        return [i.model_copy(update={"completed": True, "completed_seq": done[n]})
+                if n in done else i for n, i in enumerate(out)]
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         await self.load(run_id)
