@@ -10,12 +10,17 @@ round by round, median (min to max) over the repeats:
 2. durable: µs per transition (statechart `process`, LangGraph + SqliteSaver
    `durability="sync"`, the plain loop with one SQLite row per step);
 3. bytes written per transition (fresh child process per sample);
-4. resume latency of a run stopped at 2,000 steps;
-5. 10,000 concurrent runs of 10 model calls with 20 ms model latency;
+4. resume latency of a run stopped at 2,000 steps (open, build, read the state, and
+   to the first new step, each contender's graph or chart built inside the span);
+5. 10,000 concurrent runs of 10 model calls with 20 ms model latency, the same count
+   for every contender (statechart on MemoryStore and SQLiteStore, plain, LangGraph);
 6. tracing off vs on (benchmarks/tracing.py's children).
 
     python benchmarks/run_all.py            # full, about 15 minutes
-    python benchmarks/run_all.py --quick    # smoke run, about 2 minutes
+    python benchmarks/run_all.py --quick    # smoke run, about 2 minutes; no target judged
+
+--quick measures smaller sizes and 500 concurrent runs per contender: its target rows
+say "not judged (quick)".
 
 Writes benchmarks/results/run_all.json and prints the markdown tables.
 """
@@ -31,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from durable import filesystem
 from run_all_figures import (
     concurrency_figure,
     durable_figure,
@@ -48,7 +54,7 @@ FULL: dict[str, Any] = {
     "durable_sizes": [20, 200, 2000], "durable_repeats": 5, "durable_repeats_2000": 3,
     "bytes_repeats": 2,
     "resume_at": 2000, "resume_repeats": 5,
-    "concurrent_runs": 10000, "concurrent_runs_langgraph": 1000, "concurrent_repeats": 3,
+    "concurrent_runs": 10000, "concurrent_repeats": 3,
     "latency_s": 0.02, "tracing_steps": 1000, "tracing_rounds": 5, "tracing_repeats": 3,
 }
 QUICK: dict[str, Any] = {
@@ -56,7 +62,7 @@ QUICK: dict[str, Any] = {
     "durable_sizes": [20, 200], "durable_repeats": 3, "durable_repeats_2000": 1,
     "bytes_repeats": 1,
     "resume_at": 200, "resume_repeats": 3,
-    "concurrent_runs": 1000, "concurrent_runs_langgraph": 200, "concurrent_repeats": 1,
+    "concurrent_runs": 500, "concurrent_repeats": 1,
     "latency_s": 0.02, "tracing_steps": 1000, "tracing_rounds": 2, "tracing_repeats": 1,
 }
 
@@ -77,8 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     result: dict[str, Any] = {
         "benchmark": "side by side: statechart, a plain loop, LangGraph",
-        "command": command, "machine_before": machine(), "versions": versions(),
-        "settings": settings,
+        "command": command, "quick": args.quick, "machine_before": machine(),
+        "versions": versions(), "settings": settings,
+        "workdir_filesystem": filesystem(workdir),
         "note": "contenders interleaved round by round on a possibly shared machine: "
                 "compare the ratios of the same run, not absolute µs between runs",
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from durable import filesystem, proc_io
 from side_common import HERE, ROOT, remove_db, spread
 from side_langgraph import langgraph_once, langgraph_resume, langgraph_stopped
 from side_plain import plain_once, plain_resume, plain_stopped
@@ -44,7 +44,7 @@ def rotated(names: tuple[str, ...] | list[str], i: int) -> list[str]:
 
 def ratios(rounds: dict[str, list[float]], base: str) -> dict[str, Any]:
     """Per-round `other / base` for every other contender (paired, so noise cancels)."""
-    return {f"{k}_to_{base}": spread([a / b for a, b in zip(v, rounds[base], strict=True)])
+    return {f"{k}_to_{base}": spread([a / b for a, b in zip(v, rounds[base], strict=True)], 4)
             for k, v in rounds.items() if k != base}
 
 
@@ -85,16 +85,30 @@ def child(args: list[str]) -> dict[str, Any]:
     return found
 
 
+def io_note(workdir: Path) -> str | None:
+    """Why the byte counters may be missing or zero here (None when they look usable)."""
+    if not proc_io():
+        return "no /proc/self/io on this system: bytes per transition not measured"
+    fs = filesystem(workdir)
+    if fs in ("tmpfs", "ramfs"):
+        return (f"the databases are on {fs}: write_bytes counts no device writes there "
+                "(wchar still counts the write calls); use --dir on a disk")
+    return None
+
+
 def durable_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """Figure 2 in this process (a new file per sample, interleaved); figure 3 from one fresh
     child per contender and size (its own `/proc/self/io`), which also reports its µs."""
+    note = io_note(workdir)
+    if note:
+        progress(f"warning: {note}")
     path = workdir / "durable.db"
     samples: dict[str, Sample] = {
         "statechart": lambda steps: anyio.run(statechart_once, "process", steps, path),
         "langgraph": lambda steps: langgraph_once("graph_sqlite", steps, path),
         "plain": lambda steps: anyio.run(plain_once, steps, path),
     }
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"filesystem": filesystem(workdir), "io_note": note, "sizes": {}}
     for steps in settings["durable_sizes"]:
         repeats = settings["durable_repeats_2000" if steps >= 2000 else "durable_repeats"]
         for kind, sample in samples.items():  # warm-up (a LangGraph graph has no size)
@@ -119,9 +133,9 @@ def durable_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
                 for key, value in found["bytes_per_step"].items():
                     written[kind].setdefault(key, []).append(value)
             progress(f"bytes {steps} steps, round {i + 1}: " + ", ".join(
-                f"{k} {v['write_bytes_total'][-1]:,.0f}" for k, v in written.items())
-                + " write_bytes/step")
-        out[str(steps)] = {
+                f"{k} {v['write_bytes_total'][-1]:,.0f}" if v.get("write_bytes_total")
+                else f"{k} -" for k, v in written.items()) + " write_bytes/step")
+        out["sizes"][str(steps)] = {
             "tool_calls": steps // 2 - 1, "repeats": repeats,
             "bytes_repeats": settings["bytes_repeats"], "steps_made": made,
             "us_per_transition": {k: spread(v) for k, v in us.items()},
@@ -136,7 +150,8 @@ def durable_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 
 def resume_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """Figure 4: each contender's run stopped at `resume_at` steps, resumed from a copy."""
+    """Figure 4: each contender's run stopped at `resume_at` steps, resumed from fresh copies:
+    open, build + compile, read the state (one pass); open to first new step (another)."""
     steps = settings["resume_at"]
     sources = {k: workdir / f"stopped-{k}.db" for k in DURABLE}
     progress(f"resume: stopping a run of each contender at {steps} steps")
@@ -148,12 +163,9 @@ def resume_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
     def once(kind: str) -> dict[str, float]:
         if kind == "statechart":
             return anyio.run(statechart_resume, steps, sources[kind], run_id, workdir)
-        remove_db(copy)
-        shutil.copyfile(sources[kind], copy)
-        found = langgraph_resume(steps, copy) if kind == "langgraph" else anyio.run(
-            plain_resume, steps, copy)
-        remove_db(copy)
-        return found
+        if kind == "langgraph":
+            return langgraph_resume(steps, sources[kind], copy)
+        return anyio.run(plain_resume, steps, sources[kind], copy)
 
     for kind in DURABLE:  # warm-up
         once(kind)
@@ -181,8 +193,7 @@ def concurrency_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any
         for kind in rotated(CONCURRENT, i):
             if i and kind in ("statechart_process", "langgraph"):
                 continue  # the slow ones once
-            runs = settings["concurrent_runs_langgraph" if kind == "langgraph"
-                            else "concurrent_runs"]
+            runs = settings["concurrent_runs"]  # the same count for every contender
             sample = child(["concurrent", kind, str(runs), str(settings["latency_s"]),
                             str(workdir)])
             found[kind].append(sample)

@@ -43,6 +43,18 @@ def fmt(s: dict[str, Any], nd: int = 1) -> str:
     return f"{s['median']:,.{nd}f} ({s['min']:,.{nd}f}{DASH}{s['max']:,.{nd}f})"
 
 
+def sig(x: float) -> str:
+    """A ratio with three significant digits (0.0123, 0.120, 8.86, 15.0, 112)."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:#.3g}"
+
+
+def fmt_ratio(s: dict[str, Any]) -> str:
+    """`median (min to max)` of a ratio, three significant digits each."""
+    return f"{sig(s['median'])} ({sig(s['min'])}{DASH}{sig(s['max'])})"
+
+
 def pkg(name: str) -> str | None:
     try:
         return version(name)
@@ -50,16 +62,24 @@ def pkg(name: str) -> str | None:
         return None
 
 
+def git_dirty() -> list[str] | None:
+    """The work tree's changed and untracked paths (the whole tree, not only statechart/)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
 def git_sha() -> str | None:
-    """The statechart commit, with `+dirty` when the work tree has changes."""
+    """The commit, with `+dirty` when anything in the work tree differs from it."""
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "statechart"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
-    return sha + ("+dirty" if dirty else "")
+    return sha + ("+dirty" if git_dirty() else "")
 
 
 def cpu_name() -> str:
@@ -75,6 +95,7 @@ def versions() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "statechart_git": git_sha(),
+        "git_dirty_paths": git_dirty(),
         "statechart": pkg("statechart"),
         "transitions": pkg("transitions"),
         "pydantic": pkg("pydantic"),
@@ -90,8 +111,11 @@ def versions() -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    return {"nproc": os.cpu_count(), "cpu": cpu_name(), "platform": platform.platform(),
-            "loadavg": [r(x) for x in os.getloadavg()]}
+    """CPUs (all, and those this process may run on: statechart's SQLite checkpointer runs
+    on a second one when there is one), platform and load."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"nproc": os.cpu_count(), "usable_cpus": usable, "cpu": cpu_name(),
+            "platform": platform.platform(), "loadavg": [r(x) for x in os.getloadavg()]}
 
 
 def status_kib(key: str) -> int:

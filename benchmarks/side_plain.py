@@ -11,6 +11,7 @@ transaction, to a WAL database with `synchronous=NORMAL` (statechart's
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable
@@ -128,20 +129,30 @@ async def plain_stopped(steps: int, path: Path) -> None:
     rows.close()
 
 
-async def plain_resume(steps: int, path: Path) -> dict[str, float]:
-    """Milliseconds to open the file, read the rows back, and make the first new step."""
+async def plain_resume(steps: int, source: Path, copy: Path) -> dict[str, float]:
+    """Milliseconds of two passes on fresh copies: open + read the rows back; and from
+    nothing to the first new step (open, read, one step). Nothing to build."""
     clock = time.perf_counter
+    remove_db(copy)
+    shutil.copyfile(source, copy)
     t0 = clock()
-    rows = Rows(path)
+    rows = Rows(copy)
     t1 = clock()
     messages = start_messages() + rows.read("r")
     t2 = clock()
+    rows.close()
+    if len(messages) != steps + 1:
+        raise SystemExit(f"plain resume read {len(messages) - 1} steps, not {steps}")
+    remove_db(copy)
+    shutil.copyfile(source, copy)
+    t3 = clock()
+    rows = Rows(copy)
+    messages = start_messages() + rows.read("r")
     done_calls = sum(1 for m in messages if m["role"] == "tool")
     model = PlainModel(2 * steps, first=done_calls + 1)
     await plain_loop(model, messages, rows=rows, limit=1)
-    t3 = clock()
+    t4 = clock()
     rows.close()
-    if len(messages) != steps + 2:
-        raise SystemExit(f"plain resume read {len(messages) - 2} steps, not {steps}")
-    return {"open_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3,
-            "first_step_ms": (t3 - t0) * 1e3}
+    remove_db(copy)
+    return {"open_ms": (t1 - t0) * 1e3, "state_ms": (t2 - t1) * 1e3,
+            "first_step_ms": (t4 - t3) * 1e3}
