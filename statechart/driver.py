@@ -31,7 +31,7 @@ from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
 from .replay import edges
-from .run import Run, Step, Visit
+from .run import Run, Step, Visit, fields_set
 from .step import advance
 from .store.base import DEFAULT_LEASE_TTL, Lease, Store
 
@@ -152,7 +152,8 @@ def _stamped(record: Step, span: Span | None) -> Step:
     has just built and nobody else holds yet (so no copy is made)."""
     if span is not None:
         record.event.__dict__["span"] = format(span.get_span_context().span_id, "016x")
-        record.event.__pydantic_fields_set__.add("span")
+        object.__setattr__(record.event, "__pydantic_fields_set__",
+                           fields_set(record.event.__pydantic_fields_set__ | {"span"}))
     return record
 
 

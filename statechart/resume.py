@@ -46,7 +46,7 @@ def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step |
     if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results"):
         return None
     step = commit(cc, run, None, now, ZERO, trigger="late_result", actor="code", call=e.call,
-                  result=e.result, error=e.error, fingerprint=e.fingerprint,
+                  result=e.result, error=e.error, fingerprint=e.fingerprint, outcome=e.outcome,
                   reason="the call finished after the run was cancelled")
     return replace(step, closed=(e.call.id,))
 

@@ -35,7 +35,7 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
     }
     new = cls.__new__(cls)
     object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", _fields_set(values.keys()))
+    object.__setattr__(new, "__pydantic_fields_set__", fields_set(values.keys()))
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
@@ -45,7 +45,7 @@ _DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Any]]] = {}
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 
-def _fields_set(names: Any) -> set[str]:
+def fields_set(names: Any) -> set[str]:
     """One shared set per distinct set of names. Records are frozen, so the set pydantic
     keeps per record (which fields were given) is never changed in place (`model_copy`
     copies it first); sharing it saves a set per record, a good part of a run's memory."""
@@ -69,7 +69,7 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     object.__setattr__(new, "__dict__", fields)
     given = model.__pydantic_fields_set__
     if not update.keys() <= given:
-        given = _fields_set(given | update.keys())
+        given = fields_set(given | update.keys())
     object.__setattr__(new, "__pydantic_fields_set__", given)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)

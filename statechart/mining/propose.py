@@ -156,6 +156,10 @@ def propose(
     names = [n for n in names if n in reach]
     edges = [(s, d) for s, d in edges if s in reach]
     edges += _exits(names, groups, phase_of, mined, edges, reach)
+    if DONE not in _reachable(initial, edges):  # every move to END was rare
+        ends_at = Counter({n: sum(mined.counts.get(t, {}).get(END, 0) for t in g)
+                           for g, n in zip(groups, names, strict=True)})
+        edges.append((ends_at.most_common(1)[0][0] if ends_at else initial, DONE))
     rank = {n: i for i, n in enumerate([ROUTER, *names, DONE])}
     edges.sort(key=lambda e: (rank[e[0]], rank[e[1]]))
     per_visit: dict[str, int] = defaultdict(int)

@@ -82,17 +82,23 @@ def _quoted(label: str) -> str:
     return label.replace('"', "#quot;")
 
 
+def _to(r: Refusal) -> str:
+    """Where a refused move went, or what a refused call was."""
+    if r.target != r.source:
+        return r.target
+    return f"(call {r.tool})" if r.tool else "(end of the loop)"
+
+
 def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:
     """Refusals per edge and per guard over shadow runs, and the runs that had any."""
     flat = [r for rs in found.values() for r in rs]
     flagged = [k for k, rs in found.items() if rs]
     out = [f"{len(found)} shadow runs, {len(flagged)} with refusals, {len(flat)} refusals", ""]
-    per_edge = Counter((r.source, r.target if r.target != r.source else f"(call {r.tool})",
-                        r.kind) for r in flat)
+    per_edge = Counter((r.source, _to(r), r.kind) for r in flat)
     runs_of: dict[tuple[str, str, str], set[str]] = {}
     for run_id, rs in found.items():
         for r in rs:
-            key = (r.source, r.target if r.target != r.source else f"(call {r.tool})", r.kind)
+            key = (r.source, _to(r), r.kind)
             runs_of.setdefault(key, set()).add(run_id)
     out += ["## Refusals per edge", table(
         ("from", "to", "kind", "refusals", "runs"),

@@ -24,11 +24,11 @@ from ..chart import CANCELLED, ESCALATED, EXHAUSTED, Chart
 from ..effects import first_exhausted
 from ..machine import CompiledChart, Move, Transition, go
 from ..models.base import ToolCall
-from ..moves import commit, try_move
+from ..moves import checked_patch, commit, try_move
 from ..replay import status_of
 from ..run import Event, Run, Step, Visit, evolve
 from ..store.base import Store
-from ..tools import fingerprint
+from ..tools import Tool, fingerprint, outcome_class
 from .routes import charged as _charged
 from .routes import json_arguments, way
 from .routes import spent_text as _spent
@@ -54,11 +54,21 @@ Outcome = Callable[[str, Any], str]
 Observe = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any]]
 
 
+def _parsed(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the driver fingerprints them: parsed by the tool (defaults filled
+    in, values coerced) when they fit it; as given when they do not, or when the tool's
+    schema would drop some (a drafted stub declares none)."""
+    try:
+        parsed: dict[str, Any] = tool.parse(args).model_dump(mode="json")
+    except Exception:
+        return args
+    return parsed if parsed.keys() >= args.keys() else args
+
+
 def default_outcome(tool: str, result: Any) -> str:
-    """A result's own `outcome` field when it is a mapping that has one, else `ok`."""
-    if isinstance(result, Mapping) and isinstance(result.get("outcome"), str):
-        return str(result["outcome"])
-    return OK
+    """A result's own outcome class (its `outcome` key or attribute, as the driver reads
+    it), else `ok`."""
+    return outcome_class(result) or OK
 
 
 @dataclass(frozen=True)
@@ -155,9 +165,13 @@ class ShadowRun:
         patch: dict[str, Any] = {}
         if self.observe is not None:
             try:
-                patch = dict(self.observe(tool, arguments or {}, result))
+                wanted = dict(self.observe(tool, args or {}, result))
             except Exception:
-                outcome = HOOK_ERROR
+                wanted, outcome = {}, HOOK_ERROR
+            patch, problem = checked_patch(self.cc, self._owner(self.run.state), self.run,
+                                           wanted)
+            if problem is not None:
+                outcome = HOOK_ERROR  # the hook wrote what the context type refuses
         why, kind = self._check_call(tool, args, outcome)
         self._call(tool, args, outcome, why, kind, patch)
 
@@ -172,15 +186,19 @@ class ShadowRun:
         """The event of one loop call: it ran, whatever the chart thinks of it."""
         visit = self.run.visit
         update: dict[str, Any] = {}
+        failed = outcome == ERROR
         if visit is not None:
-            update["visit"] = evolve(visit, {
+            counts: dict[str, Any] = {
                 "iterations": visit.iterations + 1,
-                "calls": {**visit.calls, tool: visit.calls.get(tool, 0) + 1},
-                "succeeded": {**visit.succeeded, tool: visit.succeeded.get(tool, 0) + 1}})
+                "calls": {**visit.calls, tool: visit.calls.get(tool, 0) + 1}}
+            if not failed:  # as in the driver: a call that raised did not succeed
+                counts["succeeded"] = {**visit.succeeded, tool: visit.succeeded.get(tool, 0) + 1}
+            update["visit"] = evolve(visit, counts)
         call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=args or {})
         self._add(commit(self.cc, self.run, None, self.clock(), CALL_COST, trigger="shadow",
                          actor="code", update=update, call=call, result=outcome,
                          outcome=outcome, refused=why,
+                         error="the loop's dispatcher raised" if failed else None,
                          reason=f"shadow:{kind}" if why else "", patch=dict(patch or {})),
                   kind, tool)
 
@@ -232,7 +250,7 @@ class ShadowRun:
             return (f"tool '{tool}' already called {calls} times in this visit of '{here}' "
                     f"(max_calls={tool_cap})"), "budget"
         if args is not None:
-            fp = fingerprint(tool, args)
+            fp = fingerprint(tool, _parsed(state.tool_map[tool], args))
             if fp in self.fingerprints and not state.tool_map[tool].repeatable:
                 return f"tool '{tool}' already ran with these arguments", "repeat"
             if outcome != ERROR:
@@ -274,16 +292,18 @@ class ShadowRun:
         update: dict[str, Any] = {}
         if by_model and run.visit is not None:
             update["visit"] = evolve(run.visit, {"iterations": run.visit.iterations + 1})
+        wanted = ToolCall(id=f"m{run.seq + 1}", name=tool) if tool else None  # what it was for
         self._add(commit(cc, run, move, self.clock(), MOVE_COST if by_model else CODE_STEP,
                          trigger=trigger, actor="model" if by_model else "code",
-                         update=update, refused=why,
+                         update=update, refused=why, call=wanted,
                          reason=f"shadow:{kind}" if why else ""), kind, tool)
 
     def _add(self, step: Step, kind: str, tool: str | None) -> None:
         self.steps.append(step)
         e = step.event
         if e.refused is not None:
-            self.refusals.append(Refusal(e.seq, kind, e.source, e.target, tool or "", e.refused))
+            self.refusals.append(Refusal(e.seq, kind, _owner(e.source), _owner(e.target),
+                                         tool or "", e.refused))
         self.run = step.run
 
     # -- persistence --------------------------------------------------------------------
@@ -322,7 +342,8 @@ class Shadow:
         run = Run(run_id=rid, chart=self.chart.name, chart_version=self.chart.version,
                   model=SHADOW_MODEL, state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
                   visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
-                  lineage_root=rid, created_at=self.clock())
+                  lineage_root=rid, created_at=self.clock(),
+                  status="waiting" if state.kind == "approval" else "running")
         return ShadowRun(self.chart, run, self.outcome, self.observe, self.clock)
 
     def replay(self, trace: Trace) -> ShadowRun:

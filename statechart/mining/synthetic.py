@@ -72,6 +72,11 @@ def synthetic_traces(
     `redraft` how often a draft is redone at once (the edge draft -> draft, the one
     that changes alone when only it changes).
     """
+    planted_runs = repeated + unreviewed + early_drafts
+    if planted_runs > runs:
+        raise ValueError(f"runs={runs} cannot hold the {planted_runs} planted runs (repeated="
+                         f"{repeated}, unreviewed={unreviewed}, early_drafts={early_drafts}); "
+                         "ask for more runs or plant fewer")
     rng = random.Random(seed)
     planted = rng.sample(range(runs), repeated + unreviewed + early_drafts)
     kinds = dict.fromkeys(planted[:repeated], "repeated")

@@ -1,9 +1,9 @@
 """The in-memory store: for tests and benchmarks; the same contract as the durable ones.
 
-Events, transcript messages and intents are kept as JSON, as a durable store keeps them: a
-test on this store meets the values a database would refuse, and thousands of runs
-in one process hold compact bytes instead of object graphs the garbage collector
-must walk again and again.
+Snapshots, events, transcript messages and intents are kept as JSON, as a durable
+store keeps them: a test on this store meets the values a database would refuse, and
+thousands of runs in one process hold compact bytes instead of object graphs the
+garbage collector must walk again and again.
 """
 
 from __future__ import annotations
@@ -25,8 +25,11 @@ class MemoryStore:
     """Keeps every run, event and transcript delta in dictionaries."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, Run] = {}
-        self._bases: dict[str, list[Run]] = {}
+        self._runs: dict[str, bytes] = {}
+        """run id -> the latest snapshot, as JSON (as a database keeps it)"""
+        self._heads: dict[str, tuple[int, Status, str]] = {}
+        """run id -> (seq, status, chart) of the latest snapshot"""
+        self._bases: dict[str, list[tuple[int, bytes]]] = {}
         self._events: dict[str, list[bytes]] = {}
         self._transcripts: dict[tuple[str, int], list[bytes]] = {}
         self._fingerprints: dict[str, set[str]] = {}
@@ -43,8 +46,10 @@ class MemoryStore:
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         if run.run_id in self._runs:
             raise ConflictError(f"run {run.run_id} already exists; choose another run id")
-        self._runs[run.run_id] = run
-        self._bases[run.run_id] = [run]
+        snapshot = _dump(run)
+        self._runs[run.run_id] = snapshot
+        self._heads[run.run_id] = (run.seq, run.status, run.chart)
+        self._bases[run.run_id] = [(run.seq, snapshot)]
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
         self._intents[run.run_id] = [i.model_dump_json().encode() for i in intents]
@@ -54,14 +59,18 @@ class MemoryStore:
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         event = step.event
         run_id = event.run_id
-        current = self._runs.get(run_id)
-        if current is None:
+        head = self._heads.get(run_id)
+        if head is None:
             raise RunNotFoundError(f"no run {run_id} in this store; create it first")
-        if event.seq != current.seq + 1:
+        if event.seq != head[0] + 1:
             raise ConflictError(
-                f"run {run_id} already has event {event.seq} (stored seq is {current.seq}); "
+                f"run {run_id} already has event {event.seq} (stored seq is {head[0]}); "
                 "another writer advanced it: reload the run"
             )
+        row = event.model_dump_json(exclude_defaults=True).encode()
+        delta = MESSAGES.dump_json(list(step.delta), exclude_defaults=True) \
+            if step.delta and event.visit is not None else None
+        snapshot = _dump(step.run)
         if lease is not None:
             held = self._leases.get(run_id)
             if held is None or held[0] != lease.holder:
@@ -70,13 +79,11 @@ class MemoryStore:
                     f"{held[0] if held else 'nobody'}; stop driving it"
                 )
             self._leases[run_id] = (lease.holder, time.time() + lease.ttl, event.seq)
-        row = event.model_dump_json(exclude_defaults=True).encode()
-        delta = MESSAGES.dump_json(list(step.delta), exclude_defaults=True) \
-            if step.delta and event.visit is not None else None
         self._events[run_id].append(row)
-        self._runs[run_id] = step.run
+        self._runs[run_id] = snapshot
+        self._heads[run_id] = (step.run.seq, step.run.status, step.run.chart)
         if step.base:
-            self._bases[run_id].append(step.run)
+            self._bases[run_id].append((step.run.seq, snapshot))
         if delta is not None and event.visit is not None:
             self._transcripts.setdefault((run_id, event.visit), []).append(delta)
         if event.fingerprint is not None:
@@ -92,19 +99,21 @@ class MemoryStore:
 
     async def load(self, run_id: str) -> Run:
         try:
-            return self._runs[run_id]
+            return Run.model_validate_json(self._runs[run_id])
         except KeyError:
             raise RunNotFoundError(f"no run {run_id} in this store") from None
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         await self.load(run_id)
-        found = [b for b in self._bases[run_id] if at is None or b.seq <= at]
+        found = [Run.model_validate_json(b) for seq, b in self._bases[run_id]
+                 if at is None or seq <= at]
         return found[-1]
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         return [
-            r for r in self._runs.values()
-            if (status is None or r.status == status) and (chart is None or r.chart == chart)
+            Run.model_validate_json(self._runs[run_id])
+            for run_id, (_, s, c) in self._heads.items()
+            if (status is None or s == status) and (chart is None or c == chart)
         ]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
@@ -137,7 +146,7 @@ class MemoryStore:
                 f"{held[1] - now:.1f} s); wait for it, or cancel the run"
             )
         mine = lease_holder(holder)
-        self._leases[run_id] = (mine, now + ttl, self._runs[run_id].seq)
+        self._leases[run_id] = (mine, now + ttl, self._heads[run_id][0])
         if held is None:
             return Lease(run_id, mine, ttl)
         return Lease(run_id, mine, ttl, took_over=True, previous=held[0], previous_seq=held[2])
@@ -162,3 +171,8 @@ class MemoryStore:
 
     async def chart_description(self, version: str) -> str | None:
         return self._charts.get(version)
+
+
+def _dump(run: Run) -> bytes:
+    """A snapshot as the JSON a database row would hold."""
+    return run.model_dump_json(exclude_defaults=True).encode()
