@@ -166,7 +166,7 @@ def chart_for(steps: int) -> sc.Chart:
 def open_store(kind: str, path: Path) -> sc.MemoryStore | sc.SQLiteStore:
     """`memory`, or SQLite with `process`/`power` durability (`_offload`: worker threads)."""
     if kind == "memory":
-        return sc.MemoryStore()
+        return sc.MemoryStore(encode=False)  # no persistence: records kept as objects
     durability: Literal["process", "power"] = "power" if kind.startswith("power") else "process"
     return sc.SQLiteStore(path, durability=durability, offload=kind.endswith("_offload"))
 

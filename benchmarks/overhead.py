@@ -107,7 +107,7 @@ class _Lean(sc.FunctionModel):
 
 async def driven_once(chart: sc.Chart, steps: int) -> tuple[float, int, dict[str, Any]]:
     """Seconds spent in `run_to_end`, transitions made, and what the store holds."""
-    store = sc.MemoryStore()
+    store = sc.MemoryStore(encode=False)  # no persistence: the framework alone
     model = _Lean(make_policy(steps))
     run = await sc.start(chart, store=store, model=model)
     gc.collect()
@@ -213,7 +213,7 @@ def machine_fire_once(fire: MachineFire, n: int) -> float:
 async def pure_once(chart: sc.Chart, steps: int) -> tuple[float, float, int]:
     """Seconds in `plan` and in `advance` over one whole run, performed synchronously."""
     cc = chart.compiled
-    store = sc.MemoryStore()
+    store = sc.MemoryStore(encode=False)  # no persistence: the framework alone
     policy = make_policy(steps)
     run = await sc.start(chart, store=store, model=sc.FunctionModel(policy))
     session = Session()

@@ -29,10 +29,10 @@ from .test_step import chart, finish
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "memory_objects", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
+    if request.param.startswith("memory"):
+        yield MemoryStore(encode=request.param == "memory")
         return
     sqlite = SQLiteStore(tmp_path / "runs.db")
     yield sqlite

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from ..errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from ..models.base import Message
@@ -19,21 +20,28 @@ from ..run import Event, Intent, Run, Status, Step
 from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
 
 MESSAGES = TypeAdapter(list[Message])
+R = TypeVar("R", bound=BaseModel)
 
 
 class MemoryStore:
-    """Keeps every run, event and transcript delta in dictionaries."""
+    """Keeps every run, event and transcript delta in dictionaries.
 
-    def __init__(self) -> None:
-        self._runs: dict[str, bytes] = {}
+    `MemoryStore(encode=False)` keeps the records themselves instead of their JSON: no
+    persistence at all, the fastest store, for benchmarks of the framework alone; values
+    a database would refuse are then not caught.
+    """
+
+    def __init__(self, *, encode: bool = True) -> None:
+        self.encode = encode
+        self._runs: dict[str, Any] = {}
         """run id -> the latest snapshot, as JSON (as a database keeps it)"""
         self._heads: dict[str, tuple[int, Status, str]] = {}
         """run id -> (seq, status, chart) of the latest snapshot"""
-        self._bases: dict[str, list[tuple[int, bytes]]] = {}
-        self._events: dict[str, list[bytes]] = {}
-        self._transcripts: dict[tuple[str, int], list[bytes]] = {}
+        self._bases: dict[str, list[tuple[int, Any]]] = {}
+        self._events: dict[str, list[Any]] = {}
+        self._transcripts: dict[tuple[str, int], list[Any]] = {}
         self._fingerprints: dict[str, set[str]] = {}
-        self._intents: dict[str, list[bytes]] = {}
+        self._intents: dict[str, list[Any]] = {}
         self._open: dict[str, dict[str, int]] = {}
         self._done: dict[str, dict[int, int]] = {}
         """run id -> index of a completed intent -> seq of the event that completed it"""
@@ -46,13 +54,13 @@ class MemoryStore:
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         if run.run_id in self._runs:
             raise ConflictError(f"run {run.run_id} already exists; choose another run id")
-        snapshot = _dump(run)
+        snapshot = self._put(run)
         self._runs[run.run_id] = snapshot
         self._heads[run.run_id] = (run.seq, run.status, run.chart)
         self._bases[run.run_id] = [(run.seq, snapshot)]
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
-        self._intents[run.run_id] = [i.model_dump_json().encode() for i in intents]
+        self._intents[run.run_id] = [self._put(i) for i in intents]
         self._open[run.run_id] = {
             i.call.id: n for n, i in enumerate(intents) if not i.completed}
 
@@ -67,10 +75,10 @@ class MemoryStore:
                 f"run {run_id} already has event {event.seq} (stored seq is {head[0]}); "
                 "another writer advanced it: reload the run"
             )
-        row = event.model_dump_json(exclude_defaults=True).encode()
-        delta = MESSAGES.dump_json(list(step.delta), exclude_defaults=True) \
-            if step.delta and event.visit is not None else None
-        snapshot = _dump(step.run)
+        row = self._put(event)
+        delta = (MESSAGES.dump_json(list(step.delta), exclude_defaults=True) if self.encode
+                 else step.delta) if step.delta and event.visit is not None else None
+        snapshot = self._put(step.run)
         if lease is not None:
             held = self._leases.get(run_id)
             if held is None or held[0] != lease.holder:
@@ -95,35 +103,43 @@ class MemoryStore:
                 self._done.setdefault(run_id, {})[n] = event.seq
         if step.opened is not None:
             open_[step.opened.call.id] = len(intents)
-            intents.append(step.opened.model_dump_json().encode())
+            intents.append(self._put(step.opened))
+
+    def _put(self, record: BaseModel) -> Any:
+        """A record as the JSON a database row would hold (or itself, unencoded)."""
+        return record.model_dump_json(exclude_defaults=True).encode() if self.encode else record
+
+    def _get(self, cls: type[R], stored: Any) -> R:
+        found: R = cls.model_validate_json(stored) if self.encode else stored
+        return found
 
     async def load(self, run_id: str) -> Run:
         try:
-            return Run.model_validate_json(self._runs[run_id])
+            return self._get(Run, self._runs[run_id])
         except KeyError:
             raise RunNotFoundError(f"no run {run_id} in this store") from None
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         await self.load(run_id)
-        found = [Run.model_validate_json(b) for seq, b in self._bases[run_id]
+        found = [self._get(Run, b) for seq, b in self._bases[run_id]
                  if at is None or seq <= at]
         return found[-1]
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         return [
-            Run.model_validate_json(self._runs[run_id])
+            self._get(Run, self._runs[run_id])
             for run_id, (_, s, c) in self._heads.items()
             if (status is None or s == status) and (chart is None or c == chart)
         ]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         await self.load(run_id)
-        events = (Event.model_validate_json(r) for r in self._events[run_id])
+        events = (self._get(Event, r) for r in self._events[run_id])
         return [e for e in events if e.seq > after]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
         return [m for chunk in self._transcripts.get((run_id, visit), [])
-                for m in MESSAGES.validate_json(chunk)]
+                for m in (MESSAGES.validate_json(chunk) if self.encode else chunk)]
 
     async def fingerprints(self, run_id: str) -> set[str]:
         await self.load(run_id)
@@ -132,7 +148,7 @@ class MemoryStore:
     async def intents(self, run_id: str) -> list[Intent]:
         await self.load(run_id)
         done = self._done.get(run_id, {})
-        out = [Intent.model_validate_json(i) for i in self._intents[run_id]]
+        out = [self._get(Intent, i) for i in self._intents[run_id]]
         return [i.model_copy(update={"completed": True, "completed_seq": done[n]})
                 if n in done else i for n, i in enumerate(out)]
 
@@ -172,7 +188,3 @@ class MemoryStore:
     async def chart_description(self, version: str) -> str | None:
         return self._charts.get(version)
 
-
-def _dump(run: Run) -> bytes:
-    """A snapshot as the JSON a database row would hold."""
-    return run.model_dump_json(exclude_defaults=True).encode()
