@@ -8,7 +8,7 @@ It never awaits, touches a clock or writes anywhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from .machine import CompiledChart
 from .models.base import Message, Request, ToolCall
 from .moves import typed_context
 from .prompt import NEXT_STATE, build_request, model_view
-from .run import Run
+from .run import Run, Visit
 from .tools import Tool, ToolArgumentsError, fingerprint
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
@@ -159,6 +159,30 @@ def first_exhausted(
     return None
 
 
+def last_call(state: State, iterations: int) -> bool:
+    """After `iterations` model calls in a visit, a call is the last: it offers only
+    `next_state` (`max_iterations` is a true cap)."""
+    return iterations >= (state.max_iterations or 0)
+
+
+def calls_cap_refusal(state: State, path: str, visit: Visit, tool: Tool) -> str | None:
+    """Why one more call of `tool` in this visit passes its `max_calls`, or None."""
+    cap = state.max_calls.get(tool.name)
+    done = visit.calls.get(tool.name, 0)
+    if cap is None or done < cap:
+        return None
+    return (f"tool '{tool.name}' was already called {done} times in this visit of "
+            f"'{path}' (max_calls={cap}); use what you have or call {NEXT_STATE}")
+
+
+def repeat_refusal(tool: Tool, fp: str, seen: Collection[str]) -> str | None:
+    """Why a call whose fingerprint already ran is refused (unless repeatable), or None."""
+    if fp not in seen or tool.repeatable:
+        return None
+    return (f"tool '{tool.name}' already ran with these arguments; its result is above. "
+            "Do not repeat a call; change the arguments or move on")
+
+
 def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     assert run.visit is not None and run.pending
     queued = run.pending[0]
@@ -167,7 +191,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     state = view.state
     if call.name == NEXT_STATE:
         return Decide("next_state")
-    final = run.visit.iterations >= (state.max_iterations or 0)
+    final = last_call(state, run.visit.iterations)
     tool = state.tool_map.get(call.name)
     if tool is None or final:
         offered = ", ".join(t.name for t in state.tools) or "none"
@@ -186,21 +210,11 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     except ToolArgumentsError as exc:
         return Decide("refuse", str(exc))
     args = parsed.model_dump(mode="json")
-    cap = state.max_calls.get(tool.name)
-    done = run.visit.calls.get(tool.name, 0)
-    if cap is not None and done >= cap:
-        return Decide(
-            "refuse",
-            f"tool '{tool.name}' was already called {done} times in this visit of "
-            f"'{view.path}' (max_calls={cap}); use what you have or call {NEXT_STATE}",
-        )
     fp = fingerprint(tool.name, args)
-    if fp in memory.fingerprints and not tool.repeatable:
-        return Decide(
-            "refuse",
-            f"tool '{tool.name}' already ran with these arguments; its result is above. "
-            "Do not repeat a call; change the arguments or move on",
-        )
+    refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
+        tool, fp, memory.fingerprints)
+    if refusal is not None:
+        return Decide("refuse", refusal)
     doubt = tool.retry if run.doubt == call.id else None
     if doubt == "never":
         return Decide("ask", (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from statechart import Chart, MemoryStore, Reply, Run, ScriptedModel, Step, drive, start
+from statechart import Chart, MemoryStore, Reply, Run, ScriptedModel, Step, Tool, drive, start, tool
 
 
 async def run_script(
@@ -29,3 +29,12 @@ def tool_results(steps: list[Step]) -> dict[str, str]:
             if m.role == "tool" and m.tool_call_id is not None:
                 out[m.tool_call_id] = m.content
     return out
+
+
+def loop_tool(name: str, *, repeatable: bool = False) -> Tool:
+    """A chart tool standing for one a plain loop runs itself (shadow mode never calls it)."""
+    async def fn() -> str:
+        raise AssertionError("shadow mode never runs the chart's tools")
+    fn.__name__ = name
+    fn.__doc__ = f"{name} (the loop runs it)."
+    return tool(retry="never", repeatable=repeatable)(fn)

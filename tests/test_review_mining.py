@@ -32,19 +32,13 @@ from statechart.mining.propose import propose
 from statechart.mining.render import mined_mermaid
 from statechart.replay import replay
 
+from .helpers import loop_tool
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _stub(name: str, *, repeatable: bool = False) -> sc.Tool:
-    async def fn() -> str:
-        raise AssertionError("shadow mode never runs the chart's tools")
-    fn.__name__ = name
-    fn.__doc__ = f"{name} (the loop runs it)."
-    return sc.tool(retry="never", repeatable=repeatable)(fn)
-
-
-X = _stub("x", repeatable=True)
-ONCE = _stub("x")
+X = loop_tool("x", repeatable=True)
+ONCE = loop_tool("x")
 
 
 def one_state(budget: sc.Budget, tool: sc.Tool = X) -> sc.Chart:
@@ -170,7 +164,7 @@ def test_shadow_follows_a_move_through_a_code_state() -> None:
     (the handler decides), but the shadow only tries one `go:` move into the host of the
     next tool and reports every such run as an 'illegal' edge. Moves that pass through
     code states (whose edges lead to the host) must not be refused as illegal."""
-    draft, send = _stub("draft_reply"), _stub("send_reply")
+    draft, send = loop_tool("draft_reply"), loop_tool("send_reply")
     chart = sc.Chart("triage", states=(
         sc.State("draft", tools=(draft,)),
         sc.State("review", kind="code", handler=review, writes=("review_passed",)),

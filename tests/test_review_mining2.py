@@ -24,16 +24,9 @@ from statechart.replay import replay
 from statechart.run import Event, Run, Step, build
 from statechart.tools import outcome_class
 
+from .helpers import loop_tool
 
-def _stub(name: str) -> sc.Tool:
-    async def fn() -> str:
-        raise AssertionError("shadow mode never runs the chart's tools")
-    fn.__name__ = name
-    fn.__doc__ = f"{name} (the loop runs it)."
-    return sc.tool(retry="never")(fn)
-
-
-SEARCH, DRAFT = _stub("search"), _stub("draft")
+SEARCH, DRAFT = loop_tool("search"), loop_tool("draft")
 
 
 def two_states(guard: sc.Guard | None = None, context: type[BaseModel] | None = None

@@ -27,6 +27,8 @@ from statechart.mining import (
 from statechart.mining.shadow import shadow_refusals
 from statechart.replay import replay
 
+from .helpers import loop_tool
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,15 +36,7 @@ class Ticket(BaseModel):
     review_passed: bool = False
 
 
-def _stub(name: str) -> sc.Tool:
-    async def fn() -> str:
-        raise AssertionError("shadow mode never runs the chart's tools")
-    fn.__name__ = name
-    fn.__doc__ = f"{name} (the loop runs it)."
-    return sc.tool(retry="never")(fn)
-
-
-FETCH, SEARCH, LOOKUP, DRAFT, POLICY, SEND = (_stub(n) for n in (
+FETCH, SEARCH, LOOKUP, DRAFT, POLICY, SEND = (loop_tool(n) for n in (
     "fetch_ticket", "search_kb", "lookup_account", "draft_reply", "policy_check", "send_reply"))
 
 

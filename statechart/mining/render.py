@@ -32,8 +32,8 @@ def _ids(ids: Sequence[str], limit: int = 4) -> str:
     return ", ".join(ids[:limit]) + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
 
 
-def mined_report(m: Mined, *, top: int = 30, states: Mapping[str, Mapping[int, int]] = {}
-                 ) -> str:
+def mined_report(m: Mined, *, top: int = 30,
+                 states: Mapping[str, Mapping[int, int]] | None = None) -> str:
     """The transition counts, rare edges, repeats and visit distributions of `m`."""
     edges = m.edges()
     shown = edges if top <= 0 else edges[:top]

@@ -21,7 +21,7 @@ import anyio
 
 from ..budget import Spent
 from ..chart import CANCELLED, ESCALATED, EXHAUSTED, Chart
-from ..effects import first_exhausted
+from ..effects import calls_cap_refusal, first_exhausted, last_call, repeat_refusal
 from ..machine import CompiledChart, Move, Transition, go
 from ..models.base import ToolCall
 from ..moves import checked_patch, commit, try_move
@@ -46,9 +46,6 @@ CODE_STEP = Spent(steps=1)
 HOOK_ERROR = "hook_error"
 """The outcome of a call whose `outcome` or `observe` hook raised."""
 IMPLICIT = (ESCALATED, EXHAUSTED, CANCELLED)
-KINDS = ("illegal", "guard", "budget", "tool", "repeat")
-"""What a refusal was: no such edge, a guard said no, a cap or budget ran out, no state
-hosts the tool, or the same call ran before."""
 
 Outcome = Callable[[str, Any], str]
 Observe = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any]]
@@ -239,20 +236,19 @@ class ShadowRun:
         if spent is not None:
             return f"{_spent(spent)} is spent: the model would not have been called", "budget"
         visit = run.visit
-        done = visit.iterations if visit is not None else 0
-        cap = state.max_iterations or 0
-        if done + 1 >= cap:
-            return (f"call {done + 1} in one visit of '{here}' (max_iterations={cap}: the "
-                    f"last call offers only next_state)"), "budget"
-        tool_cap = state.max_calls.get(tool)
-        calls = visit.calls.get(tool, 0) if visit is not None else 0
-        if tool_cap is not None and calls >= tool_cap:
-            return (f"tool '{tool}' already called {calls} times in this visit of '{here}' "
-                    f"(max_calls={tool_cap})"), "budget"
+        assert visit is not None  # a state offering tools is a model state
+        defined = state.tool_map[tool]
+        if last_call(state, visit.iterations + 1):
+            return (f"call {visit.iterations + 1} in one visit of '{here}' (max_iterations="
+                    f"{state.max_iterations}: the last call offers only next_state)"), "budget"
+        why = calls_cap_refusal(state, here, visit, defined)
+        if why is not None:
+            return why, "budget"
         if args is not None:
-            fp = fingerprint(tool, _parsed(state.tool_map[tool], args))
-            if fp in self.fingerprints and not state.tool_map[tool].repeatable:
-                return f"tool '{tool}' already ran with these arguments", "repeat"
+            fp = fingerprint(tool, _parsed(defined, args))
+            why = repeat_refusal(defined, fp, self.fingerprints)
+            if why is not None:
+                return why, "repeat"
             if outcome != ERROR:
                 self.fingerprints.add(fp)
         spent = first_exhausted(cc, _charged(cc, run, MODEL_STEP))
@@ -302,7 +298,7 @@ class ShadowRun:
         self.steps.append(step)
         e = step.event
         if e.refused is not None:
-            self.refusals.append(Refusal(e.seq, kind, _owner(e.source), _owner(e.target),
+            self.refusals.append(Refusal(e.seq, kind, _state_of(e.source), _state_of(e.target),
                                          tool or "", e.refused))
         self.run = step.run
 
@@ -376,7 +372,8 @@ async def run_shadowed(
 
 
 
-def _owner(leaf: str) -> str:
+def _state_of(leaf: str) -> str:
+    """The state a leaf belongs to (a model state's think/act/approve sub-states fold in)."""
     head, _, last = leaf.rpartition(".")
     return head if head and last in ("think", "act", "approve") else leaf
 
@@ -388,8 +385,8 @@ def refusals_of(events: Sequence[Event]) -> list[Refusal]:
         if e.refused is None or not e.reason.startswith("shadow:"):
             continue
         tool = e.call.name if e.call is not None else ""
-        out.append(Refusal(e.seq, e.reason.removeprefix("shadow:"), _owner(e.source),
-                           _owner(e.target), tool, e.refused))
+        out.append(Refusal(e.seq, e.reason.removeprefix("shadow:"), _state_of(e.source),
+                           _state_of(e.target), tool, e.refused))
     return out
 
 

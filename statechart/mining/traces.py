@@ -106,7 +106,8 @@ def write_jsonl(traces: Iterable[Trace], path: str | Path) -> None:
 
 
 def outcome_of(event: Event) -> str:
-    """The outcome class of an executed call: `error`, a result's own `outcome`, or `ok`."""
+    """The outcome class of an executed call: `error`, the class the driver recorded, or,
+    for events stored before it recorded one, the result text's own `outcome`, or `ok`."""
     if event.error is not None:
         return ERROR
     if event.outcome is not None:
