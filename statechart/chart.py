@@ -184,6 +184,11 @@ class Chart:
 
     def describe(self) -> str:
         """A canonical text of the structure (what `version` hashes)."""
+        return self._description
+
+    @cached_property
+    def _description(self) -> str:
+        # Built once: the chart is immutable, and `start` stores it with every new run.
         context = json.dumps(self.context.model_json_schema(), sort_keys=True)
         lines = [f"chart {self.name} initial={self.initial} budget={self.budget} "
                  f"exhausted={self.on_exhausted} context={context}"]

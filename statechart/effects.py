@@ -7,7 +7,6 @@ It never awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from .models.base import Message, Request, ToolCall
 from .moves import typed_context
 from .prompt import NEXT_STATE, build_request, model_view
 from .run import Run, Visit
-from .tools import Tool, ToolArgumentsError, fingerprint
+from .tools import Tool, checked
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
 
@@ -202,15 +201,10 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
             f"(tools here: {offered}; or call {NEXT_STATE})"
         )
         return Decide("refuse", why)
-    args = parse_arguments(call)
-    if isinstance(args, str):
-        return Decide("refuse", args)
-    try:
-        parsed = tool.parse(args)
-    except ToolArgumentsError as exc:
-        return Decide("refuse", str(exc))
-    args = parsed.model_dump(mode="json")
-    fp = fingerprint(tool.name, args)
+    found = checked(tool, call)
+    if isinstance(found, str):
+        return Decide("refuse", found)
+    fp = found.fingerprint
     refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
         tool, fp, memory.fingerprints)
     if refusal is not None:
@@ -224,19 +218,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     if tool.needs_approval and queued.approved_by is None:
         return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
     key = queued.key or idempotency_key(run, tool, fp)
-    return RunTool(call, tool, args, fp, key, parsed, doubt)
-
-
-def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
-    if isinstance(call.arguments, dict):
-        return call.arguments
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return f"arguments of '{call.name}' are not valid JSON ({exc.msg}); send a JSON object"
-    if not isinstance(value, dict):
-        return f"arguments of '{call.name}' must be a JSON object"
-    return value
+    return RunTool(call, tool, found.arguments, fp, key, found.parsed, doubt)
 
 
 # -- advance ------------------------------------------------------------------------------

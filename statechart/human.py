@@ -6,13 +6,12 @@ from dataclasses import replace
 from typing import Any
 
 from .budget import ZERO
-from .effects import parse_arguments
 from .errors import NotWaitingError, RunEndedError, RunError
 from .machine import CANCEL, CompiledChart, go
 from .models.base import Message, ToolCall
 from .moves import commit, try_move
 from .run import QueuedCall, Run, Step
-from .tools import ToolArgumentsError
+from .tools import ToolArgumentsError, parse_arguments
 
 
 def decide(

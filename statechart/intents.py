@@ -10,13 +10,11 @@ tool's retry policy (see `docs/persistence.md`).
 from __future__ import annotations
 
 import hashlib
-import json
-from typing import Any
 
 from .machine import CompiledChart
 from .models.base import ToolCall
 from .run import Intent, QueuedCall, Run, evolve
-from .tools import Tool, ToolArgumentsError, fingerprint
+from .tools import Tool, checked
 
 NEXT_STATE = "next_state"
 
@@ -79,16 +77,7 @@ def _key_for(cc: CompiledChart, run: Run, call: ToolCall) -> str | None:
     tool = state.tool_map.get(call.name) if state is not None else None
     if tool is None:
         return None
-    arguments: Any = call.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(arguments, dict):
+    found = checked(tool, call)
+    if isinstance(found, str):
         return None
-    try:
-        values = tool.validate(arguments)
-    except ToolArgumentsError:
-        return None
-    return idempotency_key(run, tool, fingerprint(tool.name, values))
+    return idempotency_key(run, tool, found.fingerprint)

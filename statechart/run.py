@@ -25,13 +25,14 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
     if found is None:
         fields = cls.model_fields.items()
         found = _DEFAULTS[cls] = (
+            tuple(cls.model_fields),
             {n: f.default for n, f in fields if not f.is_required() and f.default_factory is None},
             {n: f.default_factory for n, f in fields if f.default_factory is not None},
         )
-    defaults, factories = found
+    names, defaults, factories = found
     data = {
         n: values[n] if n in values else defaults[n] if n in defaults else factories[n]()
-        for n in cls.model_fields
+        for n in names
     }
     new = cls.__new__(cls)
     object.__setattr__(new, "__dict__", data)
@@ -41,7 +42,7 @@ def build(cls: type[M], values: dict[str, Any]) -> M:
     return new
 
 
-_DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Any]]] = {}
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], dict[str, Any]]] = {}
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 

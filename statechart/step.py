@@ -22,14 +22,13 @@ from .effects import (
     Reconciled,
     RunHandler,
     RunTool,
-    parse_arguments,
 )
 from .machine import CompiledChart, Move, exhaust, go
 from .models.base import Message, Reply
 from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
 from .prompt import NEXT_STATE, model_view
 from .run import Actor, QueuedCall, Run, Step, evolve
-from .tools import outcome_class, render_result
+from .tools import outcome_class, parse_arguments, render_result
 
 
 def advance(

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ValidationError, create_model
 
 from .errors import ToolDefinitionError
+from .models.base import ToolCall
 
 RetryPolicy = Literal["safe", "keyed", "reconcile", "never"]
 RETRY_POLICIES: tuple[str, ...] = ("safe", "keyed", "reconcile", "never")
@@ -201,6 +202,58 @@ def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
     """Identifies a call by tool name and canonical arguments (spots repeats)."""
     digest = hashlib.sha256(f"{tool_name}\x00{canonical_json(arguments)}".encode())
     return digest.hexdigest()[:24]
+
+
+def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
+    """A call's arguments as a dict, or what is wrong with them (said to the model)."""
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return f"arguments of '{call.name}' are not valid JSON ({exc.msg}); send a JSON object"
+    if not isinstance(value, dict):
+        return f"arguments of '{call.name}' must be a JSON object"
+    return value
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A call's arguments validated by its tool: typed, as JSON values, fingerprinted."""
+
+    parsed: BaseModel
+    arguments: dict[str, Any]
+    fingerprint: str
+
+
+_CHECKED: dict[int, tuple[ToolCall, Tool, Checked | str]] = {}
+
+
+def checked(tool: Tool, call: ToolCall) -> Checked | str:
+    """`call`'s arguments validated by `tool`, or what is wrong with them.
+
+    Recording a call's intent and running it both need this for the same call object,
+    one step apart, so the last few thousand answers are kept (by object identity:
+    records are frozen, and the memo holds them so an id cannot be reused meanwhile)."""
+    found = _CHECKED.get(id(call))
+    if found is not None and found[0] is call and found[1] is tool:
+        return found[2]
+    out: Checked | str
+    args = parse_arguments(call)
+    if isinstance(args, str):
+        out = args
+    else:
+        try:
+            parsed = tool.parse(args)
+        except ToolArgumentsError as exc:
+            out = str(exc)
+        else:
+            values = parsed.model_dump(mode="json")
+            out = Checked(parsed, values, fingerprint(tool.name, values))
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED[id(call)] = (call, tool, out)
+    return out
 
 
 def outcome_class(value: Any) -> str | None:

@@ -65,6 +65,8 @@ class SQLiteStore:
         """Run each database call in a worker thread instead of on the event loop."""
         self.timeout = timeout
         self._lock = threading.Lock()
+        self._saved: set[str] = set()
+        """Chart versions this connection has stored (so `start` skips a transaction)."""
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                        check_same_thread=False)
@@ -237,11 +239,14 @@ class SQLiteStore:
         await self._call(self._save_chart, version, description, source)
 
     def _save_chart(self, version: str, description: str, source: str | None) -> None:
+        if source is None and version in self._saved:
+            return  # a chart's rows are never deleted: saved once per connection is enough
         with _tx(self._db) as db:
             db.execute("INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
                        (version, description))
             if source is not None:
                 db.execute("UPDATE charts SET source=? WHERE version=?", (source, version))
+        self._saved.add(version)
 
     async def chart_source(self, version: str) -> str | None:
         return await self._call(self._chart_source, version)
