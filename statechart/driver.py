@@ -30,8 +30,9 @@ from .machine import CompiledChart
 from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
+from .records import fields_set
 from .replay import edges
-from .run import Run, Step, Visit, fields_set
+from .run import Run, Step, Visit
 from .step import advance
 from .store.base import DEFAULT_LEASE_TTL, Lease, Store
 

@@ -15,7 +15,8 @@ from .chart import Facts
 from .intents import doubt_after, track
 from .machine import CompiledChart, Move, Transition
 from .models.base import Message
-from .run import Actor, Event, Run, Step, Visit, build, evolve
+from .records import build, evolve
+from .run import Actor, Event, Run, Step, Visit
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 

@@ -13,7 +13,8 @@ from typing import Any
 from .budget import ZERO
 from .intents import NEXT_STATE, doubt_after
 from .machine import EXIT, CompiledChart, Transition
-from .run import Event, QueuedCall, Run, Visit, evolve
+from .records import evolve
+from .run import Event, QueuedCall, Run, Visit
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..budget import ZERO, Spent
 from ..machine import CompiledChart
-from ..run import Run, evolve
+from ..records import evolve
+from ..run import Run
 from ..tools import canonical_json
 
 MAX_HOPS = 8
