@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from .records import build
-
 KINDS = (
     "steps",
     "model_calls",
@@ -52,15 +50,15 @@ class Spent(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Spent) -> Spent:
-        return build(Spent, {
-            "steps": self.steps + other.steps,
-            "model_calls": self.model_calls + other.model_calls,
-            "tool_calls": self.tool_calls + other.tool_calls,
-            "input_tokens": self.input_tokens + other.input_tokens,
-            "output_tokens": self.output_tokens + other.output_tokens,
-            "cost_micros": self.cost_micros + other.cost_micros,
-            "wall_ms": self.wall_ms + other.wall_ms,
-        })
+        return Spent(
+            steps=self.steps + other.steps,
+            model_calls=self.model_calls + other.model_calls,
+            tool_calls=self.tool_calls + other.tool_calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_micros=self.cost_micros + other.cost_micros,
+            wall_ms=self.wall_ms + other.wall_ms,
+        )
 
     def is_zero(self) -> bool:
         """True when nothing was spent."""

@@ -30,9 +30,8 @@ from .machine import CompiledChart
 from .models.base import Message, Model
 from .models.registry import from_spec
 from .moves import typed_context
-from .records import fields_set
 from .replay import edges
-from .run import Run, Step, Visit
+from .run import Run, Step, Visit, fields_set
 from .step import advance
 from .store.base import DEFAULT_LEASE_TTL, Lease, Store
 

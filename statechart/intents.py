@@ -13,8 +13,7 @@ import hashlib
 
 from .machine import CompiledChart
 from .models.base import ToolCall
-from .records import build, evolve
-from .run import Intent, QueuedCall, Run
+from .run import Intent, QueuedCall, Run, evolve
 from .tools import Tool, checked
 
 NEXT_STATE = "next_state"
@@ -62,8 +61,7 @@ def track(
         if key is not None:
             head = evolve(head, {"key": key})
             after = evolve(after, {"pending": (head, *after.pending[1:])})
-            opened = build(Intent, {"call": head.call, "state": visit.state, "seq": seq,
-                                    "key": key})
+            opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
     closed: tuple[str, ...] = ()
     if was is not None and not keep_open and (
         head is None or head.call.id != was.call.id or opened is not None

@@ -19,9 +19,8 @@ from .chart import Chart
 from .errors import ChartChangedError, RunError
 from .intents import open_call
 from .models.base import Message
-from .records import evolve
 from .replay import edges, replay, status_of
-from .run import Event, Intent, Run, Step
+from .run import Event, Intent, Run, Step, evolve
 from .store.base import Store
 
 Migration = Callable[[Run], Run]

@@ -15,8 +15,7 @@ from .chart import Facts
 from .intents import doubt_after, track
 from .machine import CompiledChart, Move, Transition
 from .models.base import Message
-from .records import build, evolve
-from .run import Actor, Event, Run, Step, Visit
+from .run import Actor, Event, Run, Step, Visit, build, evolve
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 

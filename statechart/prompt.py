@@ -12,7 +12,6 @@ from .budget import ZERO, remaining
 from .chart import ESCALATED, Chart, State
 from .machine import CompiledChart
 from .models.base import Message, Request, ToolSpec
-from .records import build
 from .run import Run
 
 NEXT_STATE = "next_state"
@@ -88,15 +87,15 @@ def build_request(
     view = model_view(cc, run.visit.state)
     state = view.state
     context = {k: run.context.get(k) for k in state.reads}
-    return build(Request, {
-        "state": view.path,
-        "instructions": state.instructions,
-        "context": context,
-        "transcript": tuple(transcript),
-        "tools": view.final_tools if final else view.tools,
-        "tool_choice": "required",
-        "max_tokens": max_tokens(cc, run, state.max_tokens),
-    })
+    return Request(
+        state=view.path,
+        instructions=state.instructions,
+        context=context,
+        transcript=tuple(transcript),
+        tools=view.final_tools if final else view.tools,
+        tool_choice="required",
+        max_tokens=max_tokens(cc, run, state.max_tokens),
+    )
 
 
 def max_tokens(cc: CompiledChart, run: Run, asked: int | None) -> int | None:

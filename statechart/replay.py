@@ -13,8 +13,7 @@ from typing import Any
 from .budget import ZERO
 from .intents import NEXT_STATE, doubt_after
 from .machine import EXIT, CompiledChart, Transition
-from .records import evolve
-from .run import Event, QueuedCall, Run, Visit
+from .run import Event, QueuedCall, Run, Visit, evolve
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 

@@ -27,8 +27,7 @@ from .machine import CompiledChart, Move, exhaust, go
 from .models.base import Message, Reply
 from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
 from .prompt import NEXT_STATE, model_view
-from .records import build, evolve
-from .run import Actor, QueuedCall, Run, Step
+from .run import Actor, QueuedCall, Run, Step, evolve
 from .tools import outcome_class, parse_arguments, render_result
 
 
@@ -70,13 +69,11 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
                         error=f"{type(outcome).__name__}: {outcome}")
     reply: Reply = outcome
     u = reply.usage
-    usage = build(Spent, {
-        "steps": 1, "model_calls": 1, "tool_calls": 0, "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens, "cost_micros": u.cost_micros,
-        "wall_ms": wall.wall_ms,
-    })
-    said = build(Message, {"role": "assistant", "content": reply.content,
-                           "tool_calls": reply.tool_calls})
+    usage = Spent(
+        steps=1, model_calls=1, tool_calls=0, input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens, cost_micros=u.cost_micros, wall_ms=wall.wall_ms,
+    )
+    said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
     if not reply.tool_calls:
         why = (
             f"your reply in state '{visit.state}' called no tool; every reply must call one "
@@ -87,7 +84,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
                       refused=why, result=why, delta=(said, nudge), update={"visit": visit})
     calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
-    queue = tuple(build(QueuedCall, {"call": c}) for c in calls + nexts[:1])
+    queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
     extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
     t = cc.resolve(run.state, "propose")
     assert t is not None
@@ -132,7 +129,7 @@ def _after_tool(
     t = cc.resolve(run.state, trigger)
     assert t is not None
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
-    msg = build(Message, {"role": "tool", "tool_call_id": effect.call.id, "content": text})
+    msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
                   call=effect.call, result=text, error=error, fingerprint=ran, reason=reason,

@@ -20,9 +20,8 @@ from statechart.driver import _stamped
 from statechart.mining import Call, Shadow, Trace, synthetic_traces
 from statechart.mining.propose import propose
 from statechart.mining.shadow import default_outcome, shadow_refusals
-from statechart.records import build
 from statechart.replay import replay
-from statechart.run import Event, Run, Step
+from statechart.run import Event, Run, Step, build
 from statechart.tools import outcome_class
 
 from .helpers import loop_tool

@@ -8,8 +8,7 @@ from typing import Any
 
 from ..budget import ZERO, Spent
 from ..machine import CompiledChart
-from ..records import evolve
-from ..run import Run
+from ..run import Run, evolve
 from ..tools import canonical_json
 
 MAX_HOPS = 8

@@ -25,9 +25,8 @@ from ..effects import calls_cap_refusal, first_exhausted, last_call, repeat_refu
 from ..machine import CompiledChart, Move, Transition, go
 from ..models.base import ToolCall
 from ..moves import checked_patch, commit, try_move
-from ..records import evolve
 from ..replay import status_of
-from ..run import Event, Run, Step, Visit
+from ..run import Event, Run, Step, Visit, evolve
 from ..store.base import Store
 from ..tools import Tool, fingerprint, outcome_class
 from .routes import charged as _charged
