@@ -72,6 +72,7 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
             "how": "LangGraph StateGraph (no checkpointer, its fastest variant here) workload "
                    "time / statechart MemoryStore's, 200 steps, median of paired rounds"}
     dur = _get(res, "durable", "sizes", JUDGED_AT, "workload_ratio", "langgraph_to_statechart")
+    ceil = _get(res, "durable", "sizes", JUDGED_AT, "ceiling")
     if dur:
         out["durable_faster_than_langgraph_sqlite"] = {
             "measured": dur["median"], "target": f">= {TARGET_DURABLE}",
@@ -79,7 +80,9 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
             "how": "LangGraph + SqliteSaver (durability='sync') workload time / statechart "
                    "SQLiteStore(durability='process')'s, 200 steps, paired rounds",
             "note": f"{_get(res, 'machine_before', 'usable_cpus')} usable CPUs: statechart's "
-                    "WAL checkpointer thread runs on a second core when there is one"}
+                    "WAL checkpointer thread runs on a second core when there is one" + (
+                        f"; ceiling {ceil['median']:.1f} (statechart in memory + the plain "
+                        "loop's one-row transaction per step)" if ceil else "")}
     flat = _flat(res)
     if flat:
         out["bytes_per_transition_flat"] = flat
@@ -134,9 +137,15 @@ def _durable(res: dict[str, Any]) -> list[str]:
     for k in ("statechart", "langgraph", "plain"):
         lines.append(f"| {k} | " + " | ".join(fmt(fig[s]["us_per_transition"][k])
                                               for s in sizes) + " |")
+    if all("statechart_memory" in fig[s]["us_per_transition"] for s in sizes):
+        lines.append("| statechart, no persistence (same rounds) | " + " | ".join(
+            fmt(fig[s]["us_per_transition"]["statechart_memory"]) for s in sizes) + " |")
     for key in ("langgraph_to_statechart", "plain_to_statechart"):
         lines.append(f"| workload {key.replace('_to_', ' / ')} | " + " | ".join(
             fmt_ratio(fig[s]["workload_ratio"][key]) for s in sizes) + " |")
+    if all("ceiling" in fig[s] for s in sizes):
+        lines.append("| ceiling: langgraph / (statechart no persistence + plain durable) | "
+                     + " | ".join(fmt_ratio(fig[s]["ceiling"]) for s in sizes) + " |")
     repeats = ", ".join(f"{s}: {fig[s]['repeats']}" for s in sizes)
     note = res["durable"].get("io_note")
     lines += ["", f"repeats per size: {repeats}; databases on "
