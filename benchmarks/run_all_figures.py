@@ -204,8 +204,6 @@ def concurrency_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any
     found: dict[str, list[dict[str, Any]]] = {k: [] for k in CONCURRENT}
     for i in range(settings["concurrent_repeats"]):
         for kind in rotated(CONCURRENT, i):
-            if i and kind in ("statechart_process", "langgraph"):
-                continue  # the slow ones once
             runs = settings["concurrent_runs"]  # the same count for every contender
             sample = child(["concurrent", kind, str(runs), str(settings["latency_s"]),
                             str(workdir)])
