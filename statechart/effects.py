@@ -21,7 +21,7 @@ from .models.base import Message, Request, ToolCall
 from .moves import typed_context
 from .prompt import NEXT_STATE, build_request, model_view
 from .run import Run, Visit
-from .tools import Tool, checked
+from .tools import Tool, checked, parse_arguments
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
 
@@ -218,7 +218,9 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     if tool.needs_approval and queued.approved_by is None:
         return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
     key = queued.key or idempotency_key(run, tool, fp)
-    return RunTool(call, tool, found.arguments, fp, key, found.parsed, doubt)
+    args = parse_arguments(call)
+    assert not isinstance(args, str)  # checked() parsed them
+    return RunTool(call, tool, found.arguments, fp, key, tool.parse(args), doubt)
 
 
 # -- advance ------------------------------------------------------------------------------

@@ -219,22 +219,26 @@ def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
 
 @dataclass(frozen=True)
 class Checked:
-    """A call's arguments validated by its tool: typed, as JSON values, fingerprinted."""
+    """A call's arguments as its tool validated them, as JSON values, and fingerprinted."""
 
-    parsed: BaseModel
     arguments: dict[str, Any]
     fingerprint: str
 
 
 _CHECKED: dict[int, tuple[ToolCall, Tool, Checked | str]] = {}
+CHECKED_KEPT = 1024
+"""Answers `checked` keeps (the oldest goes first)."""
 
 
 def checked(tool: Tool, call: ToolCall) -> Checked | str:
-    """`call`'s arguments validated by `tool`, or what is wrong with them.
+    """`call`'s arguments validated by `tool` (JSON values and fingerprint), or what is
+    wrong with them.
 
-    Recording a call's intent and running it both need this for the same call object,
-    one step apart, so the last few thousand answers are kept (by object identity:
-    records are frozen, and the memo holds them so an id cannot be reused meanwhile)."""
+    Recording a call's intent and planning its run both need this for the same call
+    object, one step apart, so recent answers are kept by object identity (records are
+    frozen, and each entry holds its call, so an id cannot be reused meanwhile). The typed
+    arguments a tool runs with are not kept: parse them afresh (`Tool.parse`), since a
+    tool may change what it is given."""
     found = _CHECKED.get(id(call))
     if found is not None and found[0] is call and found[1] is tool:
         return found[2]
@@ -244,14 +248,13 @@ def checked(tool: Tool, call: ToolCall) -> Checked | str:
         out = args
     else:
         try:
-            parsed = tool.parse(args)
+            values = tool.parse(args).model_dump(mode="json")
         except ToolArgumentsError as exc:
             out = str(exc)
         else:
-            values = parsed.model_dump(mode="json")
-            out = Checked(parsed, values, fingerprint(tool.name, values))
-    if len(_CHECKED) >= 4096:
-        _CHECKED.clear()
+            out = Checked(values, fingerprint(tool.name, values))
+    if len(_CHECKED) >= CHECKED_KEPT:
+        del _CHECKED[next(iter(_CHECKED))]
     _CHECKED[id(call)] = (call, tool, out)
     return out
 

@@ -5,7 +5,22 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from statechart import ToolDefinitionError, fingerprint, tool
+from statechart import (
+    Budget,
+    Chart,
+    Edge,
+    MemoryStore,
+    ScriptedModel,
+    State,
+    ToolDefinitionError,
+    call,
+    drive,
+    fingerprint,
+    reply,
+    start,
+    tool,
+)
+from statechart.effects import Memory, RunTool, plan
 from statechart.tools import ToolArgumentsError, render_result
 
 
@@ -99,3 +114,34 @@ def test_fingerprint_ignores_key_order_and_tells_arguments_apart() -> None:
     assert fingerprint("t", {"a": 1, "b": 2}) == fingerprint("t", {"b": 2, "a": 1})
     assert fingerprint("t", {"a": 1}) != fingerprint("t", {"a": 2})
     assert fingerprint("t", {"a": 1}) != fingerprint("u", {"a": 1})
+
+
+
+@pytest.mark.anyio
+async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() -> None:
+    """The planner remembers a call's validated arguments and fingerprint, not the typed
+    arguments it hands the tool: planning the same call again (a retry) parses afresh."""
+    @tool(retry="safe")
+    async def collect(items: list[str]) -> str:
+        """Collect items."""
+        items.append("changed by the tool")
+        return ",".join(items)
+
+    chart = Chart("mutate", states=(State("work", tools=(collect,)),
+                                    State("done", kind="terminal")),
+                  edges=(Edge("work", "done"),), budget=Budget(max_steps=10))
+    store = MemoryStore(encode=False)
+    model = ScriptedModel([reply(call("collect", items=["a"]))])
+    run = await start(chart, store=store, model=model)
+    steps = [s async for s in drive(chart, run, store=store, model=model)]
+    first = steps[0]
+    assert first.run.state == "work.act"
+    memory = Memory([], set())
+    planned = plan(chart.compiled, first.run, memory)
+    assert isinstance(planned, RunTool)
+    assert await planned.tool.invoke(planned.parsed) == "a,changed by the tool"
+    again = plan(chart.compiled, first.run, memory)
+    assert isinstance(again, RunTool)
+    assert again.parsed.items == ["a"]  # type: ignore[attr-defined]
+    assert again.arguments == {"items": ["a"]} == planned.arguments
+    assert again.fingerprint == planned.fingerprint == fingerprint("collect", {"items": ["a"]})
