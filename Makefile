@@ -31,7 +31,7 @@ bench-durable: $(BIN)/python   # about three minutes; writes benchmarks/results/
 bench-mining: $(BIN)/python   # about ten seconds; writes benchmarks/results/mining.json
 	$(BIN)/python benchmarks/mining.py
 
-bench-all: $(BIN)/python   # about 15 minutes; writes benchmarks/results/run_all.json
+bench-all: $(BIN)/python   # about 30 minutes; writes benchmarks/results/run_all.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/run_all.py
 

@@ -16,7 +16,7 @@ round by round, median (min to max) over the repeats:
    for every contender (statechart on MemoryStore and SQLiteStore, plain, LangGraph);
 6. tracing off vs on (benchmarks/tracing.py's children).
 
-    python benchmarks/run_all.py            # full, about 15 minutes
+    python benchmarks/run_all.py            # full, about 30 minutes
     python benchmarks/run_all.py --quick    # smoke run, about 2 minutes; no target judged
 
 --quick measures smaller sizes and 500 concurrent runs per contender: its target rows
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
     only = set(args.only or ["memory", "durable", "resume", "concurrency", "tracing"])
-    command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "")
+    command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "") + (
+        f" --only {' '.join(args.only)}" if args.only else "")
     workdir = Path(tempfile.mkdtemp(prefix="statechart-side-", dir=args.dir))
     t0 = time.perf_counter()
     result: dict[str, Any] = {
