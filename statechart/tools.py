@@ -6,6 +6,7 @@ may do with a call that started and never finished (see docs/concepts.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -254,7 +255,8 @@ def checked(tool: Tool, call: ToolCall) -> Checked | str:
         else:
             out = Checked(values, fingerprint(tool.name, values))
     if len(_CHECKED) >= CHECKED_KEPT:
-        del _CHECKED[next(iter(_CHECKED))]
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # threads racing
+            del _CHECKED[next(iter(_CHECKED))]
     _CHECKED[id(call)] = (call, tool, out)
     return out
 
