@@ -29,8 +29,6 @@ MEMORY: dict[str, Sample] = {
     "langgraph_react": lambda steps: langgraph_once("react", steps),
 }
 DURABLE = ("statechart", "langgraph", "plain")
-TIMED_DURABLE = (*DURABLE, "statechart_memory")
-"""The durable rounds also time statechart without persistence, for the ceiling below."""
 CONCURRENT = ("statechart_memory", "statechart_process", "plain", "langgraph")
 _T0 = time.perf_counter()
 
@@ -50,23 +48,33 @@ def ratios(rounds: dict[str, list[float]], base: str) -> dict[str, Any]:
             for k, v in rounds.items() if k != base}
 
 
+Rounds = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]
+"""µs per transition and ms per workload of every round, by contender; steps made."""
+
+
+def timed_rounds(samples: dict[str, Sample], steps: int, repeats: int, label: str) -> Rounds:
+    """Warm every contender up, then time `repeats` rounds, rotating who goes first."""
+    for name, sample in samples.items():  # warm-up (a LangGraph graph has no size)
+        sample(min(steps, 200) if name.startswith("langgraph") else steps)
+    us: dict[str, list[float]] = {k: [] for k in samples}
+    ms: dict[str, list[float]] = {k: [] for k in samples}
+    made: dict[str, int] = {}
+    for i in range(repeats):
+        for name in rotated(list(samples), i):
+            secs, n = samples[name](steps)
+            us[name].append(secs / n * 1e6)
+            ms[name].append(secs * 1e3)
+            made[name] = n
+        progress(f"{label} {steps} steps, round {i + 1}: " + ", ".join(
+            f"{k} {v[-1]:.1f}" for k, v in us.items()) + " µs/step")
+    return us, ms, made
+
+
 def memory_figure(settings: dict[str, Any]) -> dict[str, Any]:
     """Figure 1: µs per transition and ms per workload, in memory, at each size."""
     out: dict[str, Any] = {}
     for steps in settings["memory_sizes"]:
-        for name, sample in MEMORY.items():  # warm-up (a LangGraph graph has no size)
-            sample(min(steps, 200) if name.startswith("langgraph") else steps)
-        us: dict[str, list[float]] = {k: [] for k in MEMORY}
-        ms: dict[str, list[float]] = {k: [] for k in MEMORY}
-        made: dict[str, int] = {}
-        for i in range(settings["memory_repeats"]):
-            for name in rotated(list(MEMORY), i):
-                secs, n = MEMORY[name](steps)
-                us[name].append(secs / n * 1e6)
-                ms[name].append(secs * 1e3)
-                made[name] = n
-            progress(f"memory {steps} steps, round {i + 1}: " + ", ".join(
-                f"{k} {v[-1]:.1f}" for k, v in us.items()) + " µs/step")
+        us, ms, made = timed_rounds(MEMORY, steps, settings["memory_repeats"], "memory")
         out[str(steps)] = {
             "tool_calls": steps // 2 - 1, "steps_made": made,
             "us_per_transition": {k: spread(v) for k, v in us.items()},
@@ -109,24 +117,13 @@ def durable_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
         "statechart": lambda steps: anyio.run(statechart_once, "process", steps, path),
         "langgraph": lambda steps: langgraph_once("graph_sqlite", steps, path),
         "plain": lambda steps: anyio.run(plain_once, steps, path),
+        # also statechart without persistence, in the same rounds, for the ceiling
         "statechart_memory": lambda steps: anyio.run(statechart_once, "memory", steps),
     }
     out: dict[str, Any] = {"filesystem": filesystem(workdir), "io_note": note, "sizes": {}}
     for steps in settings["durable_sizes"]:
         repeats = settings["durable_repeats_2000" if steps >= 2000 else "durable_repeats"]
-        for kind, sample in samples.items():  # warm-up (a LangGraph graph has no size)
-            sample(min(steps, 200) if kind == "langgraph" else steps)
-        us: dict[str, list[float]] = {k: [] for k in TIMED_DURABLE}
-        ms: dict[str, list[float]] = {k: [] for k in TIMED_DURABLE}
-        made: dict[str, int] = {}
-        for i in range(repeats):
-            for kind in rotated(TIMED_DURABLE, i):
-                secs, n = samples[kind](steps)
-                us[kind].append(secs / n * 1e6)
-                ms[kind].append(secs * 1e3)
-                made[kind] = n
-            progress(f"durable {steps} steps, round {i + 1}: " + ", ".join(
-                f"{k} {v[-1]:.1f}" for k, v in us.items()) + " µs/step")
+        us, ms, made = timed_rounds(samples, steps, repeats, "durable")
         written: dict[str, dict[str, list[float]]] = {k: {} for k in DURABLE}
         fresh: dict[str, list[float]] = {k: [] for k in DURABLE}
         for i in range(settings["bytes_repeats"]):
