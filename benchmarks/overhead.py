@@ -43,9 +43,10 @@ import anyio
 import pydantic
 
 import statechart as sc
-from statechart.driver import Session
-from statechart.effects import CallModel, Ended, Memory, RunTool, Wait, plan
-from statechart.step import advance
+from statechart.engine import compiled
+from statechart.engine.advance import advance
+from statechart.engine.effects import CallModel, Ended, Memory, RunTool, Wait, plan
+from statechart.runtime.driver import Session
 
 TARGET_PER_TRANSITION_US = 60.0
 TARGET_ABOVE_FLOOR_US = 25.0
@@ -150,7 +151,7 @@ def floor_once(chart: sc.Chart, n: int) -> float:
 
     `trigger_event` is what `model.trigger(name)` calls in a `HierarchicalMachine`.
     """
-    machine = chart.compiled.machine
+    machine = compiled(chart).machine
     holder = machine.models[0]
     machine.set_state("work.think", model=holder)
     allow: Callable[[Any], bool] = lambda t: True  # noqa: E731
@@ -176,7 +177,7 @@ def machine_fire_for(chart: sc.Chart) -> tuple[MachineFire, str]:
     The equivalent does what `machine_fire` means to do (set_state, trigger,
     follow sub-chart exits) with `trigger_event` instead of `model.trigger`.
     """
-    cc = chart.compiled
+    cc = compiled(chart)
     try:
         if cc.machine_fire("work.think", "propose", lambda t: True) == "work.act":
             return cc.machine_fire, "CompiledChart.machine_fire"
@@ -212,7 +213,7 @@ def machine_fire_once(fire: MachineFire, n: int) -> float:
 
 async def pure_once(chart: sc.Chart, steps: int) -> tuple[float, float, int]:
     """Seconds in `plan` and in `advance` over one whole run, performed synchronously."""
-    cc = chart.compiled
+    cc = compiled(chart)
     store = sc.MemoryStore(encode=False)  # no persistence: the framework alone
     policy = make_policy(steps)
     run = await sc.start(chart, store=store, model=sc.FunctionModel(policy))

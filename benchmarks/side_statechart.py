@@ -19,6 +19,7 @@ from durable import _Lean, chart_for, make_chart, make_policy, open_store
 from side_common import remove_db
 
 import statechart as sc
+from statechart.engine import compiled
 
 
 async def statechart_once(kind: str, steps: int, path: Path | None = None,
@@ -33,7 +34,7 @@ async def statechart_once(kind: str, steps: int, path: Path | None = None,
     store = open_store(kind, path or Path("unused.db"))
     chart = chart_for(steps)
     model = _Lean(make_policy(steps))
-    chart.compiled  # noqa: B018  (compiled once per chart, outside the timed span)
+    compiled(chart)  # (compiled once per chart, outside the timed span)
     t0 = time.perf_counter()
     run = await sc.start(chart, store=store, model=model)
     end = await sc.run_to_end(chart, run, store=store, model=model)
@@ -71,7 +72,7 @@ async def statechart_resume(steps: int, source: Path, run_id: str,
     t0 = clock()
     store = sc.SQLiteStore(path)
     t1 = clock()
-    make_chart(2 * steps).compiled  # noqa: B018
+    compiled(make_chart(2 * steps))
     t2 = clock()
     run = await store.load(run_id)
     t3 = clock()

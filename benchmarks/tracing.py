@@ -222,7 +222,8 @@ def timed_calls(steps: int) -> dict[str, Any]:
     made inside them (one run with timing wrappers; each wrapper adds ~0.2 µs)."""
     from opentelemetry.sdk.trace import Span, Tracer
 
-    from statechart import driver, tracing
+    from statechart import tracing
+    from statechart.runtime import driver
 
     found: dict[str, float] = {}
     entry = [(tracing.RunTrace, name, f"RunTrace.{name}") for name in (

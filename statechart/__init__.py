@@ -1,22 +1,10 @@
 """statechart: hierarchical statecharts for AI agents — bounded, resumable, auditable."""
 
-from .budget import Budget, Spent
-from .chart import ESCALATED, EXHAUSTED, Chart, Decision, Edge, Facts, State
-from .driver import (
-    Session,
-    approve,
-    cancel,
-    drive,
-    fork,
-    load_session,
-    reject,
-    resume,
-    run_sync,
-    run_to_end,
-    start,
-    step,
-)
-from .errors import (
+from statechart.chart.budget import Budget
+from statechart.chart.chart import Chart, Decision, Edge, Facts, State
+from statechart.chart.names import ESCALATED, EXHAUSTED
+from statechart.chart.tools import Tool, fingerprint, tool
+from statechart.errors import (
     ChartChangedError,
     ChartError,
     ConflictError,
@@ -42,7 +30,7 @@ from .errors import (
     UnknownTargetError,
     UnreachableStateError,
 )
-from .models import (
+from statechart.models import (
     FunctionModel,
     Message,
     Model,
@@ -55,9 +43,20 @@ from .models import (
     call,
     reply,
 )
-from .run import Event, QueuedCall, Run, Step, Visit
-from .store import Intent, Lease, MemoryStore, SQLiteStore, Store
-from .tools import Tool, fingerprint, tool
+from statechart.records.run import Event, QueuedCall, Run, Step, Visit
+from statechart.records.spent import Spent
+from statechart.runtime.api import (
+    approve,
+    cancel,
+    fork,
+    reject,
+    resume,
+    run_sync,
+    run_to_end,
+    start,
+)
+from statechart.runtime.driver import Session, drive, load_session, step
+from statechart.store import Intent, Lease, MemoryStore, SQLiteStore, Store
 
 __all__ = [
     "ESCALATED",

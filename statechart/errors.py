@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def validation_problems(exc: ValidationError, whole: str = "") -> str:
+    """`field.sub: message; ...` for every value pydantic refused (`whole` names an empty
+    location: the value as a whole)."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors()
+    )
+
 
 class StatechartError(Exception):
     """Base class of every error this package raises."""
@@ -51,6 +64,23 @@ class ToolDefinitionError(StatechartError):
     """A tool is defined without what it needs (a retry policy, a valid signature)."""
 
 
+class ToolArgumentsError(StatechartError, ValueError):
+    """Arguments that do not fit a tool's schema; the message goes back to the model."""
+
+    def __init__(self, tool: str, exc: ValidationError) -> None:
+        problems = validation_problems(exc, whole="(arguments)")
+        super().__init__(f"bad arguments for tool '{tool}': {problems}. Fix them and call again.")
+        self.tool = tool
+
+
+class LoadError(StatechartError):
+    """A chart named on the command line cannot be loaded (no file, no attribute, not a Chart)."""
+
+
+class TraceFormatError(StatechartError):
+    """A line of a trace file is not a run of tool steps; the message names file:line."""
+
+
 class RunError(StatechartError):
     """A run cannot do what was asked in its present state."""
 
@@ -65,6 +95,18 @@ class NotWaitingError(RunError):
 
 class RunEndedError(RunError):
     """The run already reached a terminal state."""
+
+
+class IllegalTransitionError(RunError):
+    """A trigger that no transition of the chart allows from the run's state."""
+
+    def __init__(self, state: str, trigger: str, why: str) -> None:
+        super().__init__(
+            f"trigger '{trigger}' is not legal from state '{state}': {why}; only the chart's "
+            "edges (and the implicit escalation) can be taken, see `statechart diagram`"
+        )
+        self.state = state
+        self.trigger = trigger
 
 
 class ConflictError(RunError):

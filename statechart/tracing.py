@@ -18,13 +18,12 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from .budget import spent_of
-from .effects import Reconciled
-from .errors import ConflictError
-from .machine import CompiledChart, Level
-from .models.base import Reply
-from .run import Run, Step
-from .tools import canonical_json
+from statechart.chart.tools import canonical_json
+from statechart.engine import CompiledChart, Level, Reconciled
+from statechart.errors import ConflictError
+from statechart.records.messages import Reply
+from statechart.records.run import Run, Step
+from statechart.records.spent import spent_of
 
 # OpenTelemetry GenAI semantic conventions (defined here: the semconv package marks
 # the GenAI names experimental and deprecates them between releases).

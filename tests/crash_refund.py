@@ -50,6 +50,7 @@ from statechart import (
     start,
     tool,
 )
+from statechart.engine import compiled
 
 POLICIES = ("keyed", "reconcile", "never")
 """The refund tool's retry policy per variant; `control` is a plain bank with `safe`."""
@@ -326,7 +327,7 @@ def serve() -> None:
     for line in sys.stdin.buffer:  # one command at a time: EOF (the test ended) stops it
         cmd = json.loads(line)
         for job in cmd["jobs"]:
-            _ = refund_chart(job["policy"], job["bank"]).compiled
+            _ = compiled(refund_chart(job["policy"], job["bank"]))
         os.write(1, json.dumps(_fork_all(cmd)).encode() + b"\n")
 
 

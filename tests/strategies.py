@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from statechart import ESCALATED, EXHAUSTED, Budget, Chart, Edge, State
-from statechart.chart import Guard, Handler
-from statechart.tools import Tool
+from statechart.chart.chart import Guard, Handler
+from statechart.chart.tools import Tool
 
 
 class Ctx(BaseModel):

@@ -23,7 +23,7 @@ from statechart import (
     start,
     tool,
 )
-from statechart.budget import remaining
+from statechart.records.spent import remaining
 
 from .helpers import run_script
 

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from statechart import Budget, Chart, Edge, State
+from statechart.engine import compiled
 
 
 def child() -> Chart:
@@ -30,7 +31,7 @@ def test_sub_charts_are_built_per_parent_state_never_shared() -> None:
     p = parent()
     assert p.children["a"] is not p.children["b"]
     assert p.children["a"].version == p.children["b"].version
-    paths = set(p.compiled.nodes)
+    paths = set(compiled(p).nodes)
     assert {"a.x.think", "b.x.think", "a.ok", "b.ok"} <= paths
 
 
@@ -49,6 +50,6 @@ def test_lists_are_accepted_and_stored_as_tuples() -> None:
 
 
 def test_the_machine_uses_dot_paths() -> None:
-    m = parent().compiled.machine
+    m = compiled(parent()).machine
     assert "a.x.think" in m.get_nested_state_names()
-    assert parent().compiled.initial_leaf == "a.x.think"
+    assert compiled(parent()).initial_leaf == "a.x.think"

@@ -17,7 +17,8 @@ import anyio
 import pytest
 
 from statechart import SQLiteStore, start
-from statechart.replay import replay
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 
 from .crash_refund import Bank, Zygote, refund_chart, refund_model
 
@@ -58,7 +59,7 @@ def _replays(policy: str, bank: Bank, store: Path, run_ids: list[str]) -> None:
             for run_id in run_ids:
                 base = await s.base(run_id)
                 events = await s.events(run_id, after=base.seq)
-                assert replay(chart.compiled, base, events) == await s.load(run_id), run_id
+                assert replay(compiled(chart), base, events) == await s.load(run_id), run_id
         finally:
             s.close()
 

@@ -22,7 +22,8 @@ import anyio
 import pytest
 
 from statechart import SQLiteStore
-from statechart.replay import replay
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 
 from .crash_refund import POLICIES, Bank, Zygote, refund_chart
 
@@ -162,7 +163,7 @@ def check(campaign: Campaign) -> dict[str, int]:
             for run_id in campaign.runs:
                 base = await store.base(run_id)
                 events = await store.events(run_id, after=base.seq)
-                assert replay(chart.compiled, base, events) == await store.load(run_id), run_id
+                assert replay(compiled(chart), base, events) == await store.load(run_id), run_id
                 reasons += [f"{e.trigger}: {e.reason}" for e in events]
             return ends, reasons
         finally:

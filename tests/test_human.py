@@ -23,6 +23,7 @@ from statechart import (
     start,
     tool,
 )
+from statechart.engine import compiled
 
 from .helpers import run_script, tool_results
 
@@ -132,7 +133,7 @@ async def test_an_approval_state_may_reject_to_escalated() -> None:
     c = Chart("gate", budget=Budget(max_steps=5),
               states=(State("check", kind="approval", on_approve="yes", on_reject="escalated"),
                       State("yes", kind="terminal")))
-    assert [t.dest for t in c.compiled.transitions
+    assert [t.dest for t in compiled(c).transitions
             if t.source == "check" and t.trigger == "go:escalated"] == ["escalated"]
     store = MemoryStore()
     run = await start(c, store=store, model=ScriptedModel([]))

@@ -23,8 +23,9 @@ from statechart import (
     run_to_end,
     tool,
 )
-from statechart.lineage import describe_change
-from statechart.replay import replay
+from statechart.engine import compiled
+from statechart.engine.replay import replay
+from statechart.runtime.lineage import describe_change
 
 from .helpers import run_script
 
@@ -111,7 +112,7 @@ async def test_a_fork_drives_on_with_another_model_and_the_same_keys(store: Stor
     assert forked.model == "function"
     assert "already ran with these arguments" in (events[2].refused or "")
     assert KEYS[0] == KEYS[1] is not None  # the fork presents the original refund's key
-    assert replay(c.compiled, await store.base("child"), events) == forked
+    assert replay(compiled(c), await store.base("child"), events) == forked
 
 
 async def test_a_fork_of_a_fork_reads_through_both_parents(store: Store) -> None:

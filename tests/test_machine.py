@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from transitions import MachineError
 
 from statechart import (
     ESCALATED,
@@ -28,7 +27,10 @@ from statechart import (
     State,
     tool,
 )
-from statechart.machine import EXIT, CompiledChart, Move, Transition
+from statechart.engine import compiled
+from statechart.engine.machine import EXIT
+from statechart.engine.tables import CompiledChart, Move, Transition
+from statechart.errors import IllegalTransitionError as MachineError
 
 from .strategies import ChartOptions, Ctx, charts
 
@@ -93,7 +95,7 @@ def _outcome(
 @given(charts(OPTIONS))
 @settings(max_examples=60, deadline=None)
 def test_tables_and_machine_agree_on_every_leaf_trigger_and_guard_outcome(chart: Chart) -> None:
-    cc = chart.compiled
+    cc = compiled(chart)
     note(chart.describe())
     triggers = sorted({t.trigger for t in cc.transitions}) + list(ILLEGAL)
     for leaf in leaves(cc):
@@ -124,7 +126,7 @@ def _same_exits_and_entries(cc: CompiledChart, leaf: str, trigger: str) -> None:
 @settings(max_examples=60, deadline=None)
 def test_every_compiled_move_lands_on_a_resting_leaf(chart: Chart) -> None:
     """A move never stops on a compound state or a sub-chart terminal that has an exit."""
-    cc = chart.compiled
+    cc = compiled(chart)
     resting = set(leaves(cc))
     assert cc.initial_leaf in resting
     for t in cc.transitions:
@@ -143,7 +145,7 @@ def test_every_compiled_move_lands_on_a_resting_leaf(chart: Chart) -> None:
 @given(charts(OPTIONS))
 @settings(max_examples=60, deadline=None)
 def test_escalated_is_reachable_from_every_nonterminal_state(chart: Chart) -> None:
-    cc = chart.compiled
+    cc = compiled(chart)
     for path, node in cc.nodes.items():
         if node.state is None or node.state.kind == "terminal" or path == "cancelled":
             continue
@@ -214,14 +216,14 @@ def example() -> Chart:
 
 
 def test_initial_leaf_of_a_model_state_is_its_think_substate() -> None:
-    cc = example().compiled
+    cc = compiled(example())
     assert cc.initial_leaf == "intake.think"
     assert cc.descend("write") == "write.think"
     assert cc.descend("gate") == "gate"
 
 
 def test_entering_a_chart_state_descends_into_its_initial_substate() -> None:
-    cc = example().compiled
+    cc = compiled(example())
     move = cc.fire("intake.act", "go:explore", lambda _t: True)
     assert move is not None
     assert move.leaf == "explore.search.think"
@@ -233,7 +235,7 @@ def test_entering_a_chart_state_descends_into_its_initial_substate() -> None:
 
 
 def test_a_subchart_terminal_maps_through_exits_to_the_parent_target_in_one_move() -> None:
-    cc = example().compiled
+    cc = compiled(example())
     found = cc.fire("explore.check", "go:explore.found", lambda _t: True)
     assert found is not None
     assert found.leaf == "write.think"
@@ -257,7 +259,7 @@ def test_a_subchart_terminal_maps_through_exits_to_the_parent_target_in_one_move
 
 
 def test_escalated_is_reachable_from_every_nonterminal_state_of_the_example() -> None:
-    cc = example().compiled
+    cc = compiled(example())
     for leaf in ("intake.think", "intake.act", "intake.approve", "gate", "write.act",
                  "explore.search.think", "explore.check", "nest.explore.check"):
         prefix, _ = cc.owner_state(leaf)
@@ -269,7 +271,7 @@ def test_escalated_is_reachable_from_every_nonterminal_state_of_the_example() ->
 
 
 def test_a_guard_refusal_leaves_the_state_and_an_unknown_trigger_is_illegal() -> None:
-    cc = example().compiled
+    cc = compiled(example())
     assert cc.fire("write.act", "go:done", lambda _t: False) is None
     assert cc.machine_fire("write.act", "go:done", lambda _t: False) is None
     moved = cc.fire("write.act", "go:done", lambda _t: True)
@@ -298,5 +300,5 @@ def test_a_subchart_that_starts_finished_is_refused_or_passed_through() -> None:
         )
     except ChartError:
         return  # refusing it at build time is a fine answer
-    cc = chart.compiled
+    cc = compiled(chart)
     assert EXIT not in cc.table.get(cc.initial_leaf, {}), cc.initial_leaf

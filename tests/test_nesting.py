@@ -18,6 +18,7 @@ from statechart import (
     run_to_end,
     tool,
 )
+from statechart.engine import compiled
 
 from .helpers import run_script
 
@@ -68,7 +69,7 @@ U = Usage(input_tokens=10, output_tokens=5)
 
 async def test_three_levels_paths_approval_and_ledgers() -> None:
     c = workflow()
-    assert c.compiled.initial_leaf == "explore.inner.probe.think"
+    assert compiled(c).initial_leaf == "explore.inner.probe.think"
     script = [reply(call("dig", q="1"), usage=U), reply(call("buy", "b1", item="archive"), usage=U)]
     end, steps, _, store = await run_script(c, script)
     assert end.status == "waiting" and end.state == "explore.inner.probe.approve"

@@ -153,7 +153,7 @@ async def test_each_state_offers_exactly_its_own_tools(
     from pathlib import Path
 
     from statechart import approve
-    from statechart.loading import load_chart
+    from statechart.io.loading import load_chart
 
     monkeypatch.setenv("REFUND_DESK_BANK", str(tmp_path / "bank.db"))
     path = Path(__file__).resolve().parent.parent / "agents" / "refund_desk.py"

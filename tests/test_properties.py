@@ -59,10 +59,12 @@ from statechart import (
     start,
     tool,
 )
-from statechart.budget import remaining, spent_of
-from statechart.chart import Guard
-from statechart.machine import EXIT, CompiledChart
-from statechart.replay import fold
+from statechart.chart.chart import Guard
+from statechart.engine import compiled
+from statechart.engine.machine import EXIT
+from statechart.engine.replay import fold
+from statechart.engine.tables import CompiledChart
+from statechart.records.spent import remaining, spent_of
 from statechart.store import Lease
 
 from .strategies import FIELDS, ChartOptions, Ctx, charts
@@ -281,7 +283,7 @@ def simulate(data: st.DataObject, decide: bool = False) -> Outcome:
         "count": st.integers(0, 3), "note": st.sampled_from(["", "hi"]),
     }), "context")
     model = FunctionModel(world.reply)
-    store = BoundedStore(event_bound(chart.compiled))
+    store = BoundedStore(event_bound(compiled(chart)))
 
     async def main() -> tuple[Run, Run, list[Event], dict[int, list[Message]]]:
         run = await start(chart, store=store, model=model, context=context, clock=lambda: 0.0)
@@ -315,7 +317,7 @@ def simulate(data: st.DataObject, decide: bool = False) -> Outcome:
 
 def check_moves(o: Outcome) -> None:
     """Every event is a compiled transition from where the run was, or a refusal in place."""
-    cc = o.chart.compiled
+    cc = compiled(o.chart)
     here = o.initial.state
     for e in o.events:
         assert e.source == here, (e.seq, e.source, here)
@@ -337,7 +339,7 @@ def check_moves(o: Outcome) -> None:
 
 def check_caps(o: Outcome) -> None:
     """Loop caps: iterations and per-tool calls per visit; only offered tools ever run."""
-    cc = o.chart.compiled
+    cc = compiled(o.chart)
     iterations: dict[str, int] = {}
     calls: dict[tuple[str, str], int] = {}
     for e in o.events:
@@ -382,7 +384,7 @@ def check_budgets(o: Outcome) -> None:
     approval ask) starts once any of its caps is: so steps, model calls and tool calls never
     pass a cap, and tokens and cost pass it by at most the one call that crossed it.
     `max_tokens` asked of the model is exactly what the state and every level have left."""
-    cc = o.chart.compiled
+    cc = compiled(o.chart)
     ledger: dict[str, Spent] = {}
     worst: dict[tuple[str, str], int] = {}  # (level, kind) -> the largest single call's usage
     requests = iter(o.requests)
@@ -430,7 +432,7 @@ def check_budgets(o: Outcome) -> None:
 
 def check_ends(o: Outcome) -> None:
     """The run ends or waits for a human, within the root's `max_steps`."""
-    cc = o.chart.compiled
+    cc = compiled(o.chart)
     final = o.final
     budget = o.chart.budget
     assert budget is not None and budget.max_steps is not None
@@ -450,7 +452,7 @@ def check_ends(o: Outcome) -> None:
 
 def check_replay(o: Outcome) -> None:
     """The final snapshot is the fold of the events: context, ledgers and visit counts."""
-    cc = o.chart.compiled
+    cc = compiled(o.chart)
     context = dict(o.initial.context)
     ledger: dict[str, Spent] = {}
     visits = dict(o.initial.visits)

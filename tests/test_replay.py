@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statechart import MemoryStore, SQLiteStore
-from statechart.replay import replay
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 
 from .test_properties import SETTINGS, simulate
 
@@ -31,7 +32,7 @@ def test_sqlite_keeps_every_random_run_exactly(data: st.DataObject) -> None:
         for visit, messages in o.transcripts.items():
             assert await sqlite.transcript(run_id, visit) == messages
         base = await sqlite.base(run_id)
-        assert replay(o.chart.compiled, base, await sqlite.events(run_id)) == o.final
+        assert replay(compiled(o.chart), base, await sqlite.events(run_id)) == o.final
         sqlite.close()
 
     anyio.run(check)

@@ -30,8 +30,9 @@ from statechart import (
     start,
     tool,
 )
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 from statechart.models import register, registry
-from statechart.replay import replay
 
 from .durable import CALLS, DONE, FINISH, interrupted, pay_chart, refund_tool
 from .test_nesting import workflow
@@ -86,7 +87,7 @@ async def test_a_failing_reconcile_hook_hands_the_call_to_a_human(db: Path) -> N
     assert "reconcile hook of tool 'refund' raised ConnectionError: bank unreachable" in \
         waiting.reason
     assert CALLS == []
-    assert replay(c.compiled, await store.base("r1"), await store.events("r1")) == waiting
+    assert replay(compiled(c), await store.base("r1"), await store.events("r1")) == waiting
 
 
 async def test_an_interrupted_never_call_waits_for_a_human(db: Path) -> None:
@@ -150,7 +151,7 @@ async def test_resume_continues_three_levels_deep_from_another_store(db: Path) -
     assert events[0].trigger == "approved" and events[1].source == "explore.inner.probe.act"
     assert "explore" not in events[1].entered and "explore.inner" not in events[1].entered
     assert end.visits["explore"] == 1 and end.visits["explore.inner"] == 1
-    assert replay(c.compiled, await again.base("r1"), await again.events("r1")) == end
+    assert replay(compiled(c), await again.base("r1"), await again.events("r1")) == end
 
 
 class Ticket(BaseModel):
@@ -197,7 +198,7 @@ async def test_on_resume_patch_is_an_event_and_replays(db: Path) -> None:
     assert end.state == "done" and end.context == {"tier": "vip", "refreshed": 1}
     refresh = next(e for e in await store.events("r1") if e.trigger == "resume")
     assert refresh.patch == {"refreshed": 1} and refresh.actor == "system"
-    assert replay(c.compiled, await store.base("r1"), await store.events("r1")) == end
+    assert replay(compiled(c), await store.base("r1"), await store.events("r1")) == end
 
 
 # -- a changed chart ------------------------------------------------------------------------
@@ -234,7 +235,7 @@ async def test_a_migration_lets_a_changed_chart_resume(db: Path) -> None:
     assert "migrated by same_states" in migrated.reason
     base = await store.base("r1")
     assert base.seq == migrated.seq
-    assert replay(changed.compiled, base, await store.events("r1", after=base.seq)) == end
+    assert replay(compiled(changed), base, await store.events("r1", after=base.seq)) == end
 
 
 async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:

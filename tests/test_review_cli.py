@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from statechart import MemoryStore, run_to_end, start
-from statechart.loading import load_chart
+from statechart.io.loading import load_chart
 from statechart.models.anthropic import AnthropicModel
-from statechart.models.base import Request, ToolSpec
 from statechart.models.openai import OpenAIModel
+from statechart.records.messages import Request, ToolSpec
 
 from .provider_server import Provider, serve
 from .test_anthropic_adapter import message

@@ -26,6 +26,7 @@ from statechart import (
     step,
     tool,
 )
+from statechart.engine import compiled
 
 from .helpers import run_script, tool_results
 
@@ -247,7 +248,7 @@ def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
     c = Chart("c", context=Ctx, budget=Budget(max_steps=5),
               states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE))
     with pytest.raises(UndeclaredFieldError, match="types context field 'ticket_id'"):
-        _ = c.compiled
+        _ = compiled(c)
 
 
 def test_context_fields_may_not_have_aliases() -> None:

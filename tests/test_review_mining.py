@@ -16,7 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 import statechart as sc
-from statechart.lineage import fork
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 from statechart.mining import (
     Call,
     Shadow,
@@ -30,7 +31,7 @@ from statechart.mining import (
 )
 from statechart.mining.propose import propose
 from statechart.mining.render import mined_mermaid
-from statechart.replay import replay
+from statechart.runtime.lineage import fork
 
 from .helpers import loop_tool
 
@@ -131,7 +132,7 @@ def test_shadow_unknown_tool_snapshot_matches_the_fold() -> None:
     judged.record("translate", {}, "ok")
     assert [r.kind for r in judged.refusals] == ["tool"]
     assert judged.initial is not None
-    folded = replay(chart.compiled, judged.initial, [s.event for s in judged.steps])
+    folded = replay(compiled(chart), judged.initial, [s.event for s in judged.steps])
     assert folded == judged.run
 
 
@@ -146,7 +147,7 @@ def test_shadow_budget_refusals_snapshot_matches_the_fold() -> None:
     judged.finish()
     assert {r.kind for r in judged.refusals} == {"budget"}
     assert judged.initial is not None
-    folded = replay(chart.compiled, judged.initial, [s.event for s in judged.steps])
+    folded = replay(compiled(chart), judged.initial, [s.event for s in judged.steps])
     assert folded == judged.run
 
 

@@ -15,14 +15,15 @@ import pytest
 from pydantic import BaseModel
 
 import statechart as sc
-from statechart.budget import Spent
-from statechart.driver import _stamped
+from statechart.chart.tools import outcome_class
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 from statechart.mining import Call, Shadow, Trace, synthetic_traces
 from statechart.mining.propose import propose
 from statechart.mining.shadow import default_outcome, shadow_refusals
-from statechart.replay import replay
-from statechart.run import Event, Run, Step, build
-from statechart.tools import outcome_class
+from statechart.records.run import Event, Run, Step, build
+from statechart.records.spent import Spent
+from statechart.runtime.driver import _stamped
 
 from .helpers import loop_tool
 
@@ -161,7 +162,7 @@ def test_shadow_observe_patch_is_stored_as_json_values() -> None:
     judged.save_sync(store)
 
     async def both() -> tuple[Run, Run]:
-        folded = replay(chart.compiled, await store.base("patched"),
+        folded = replay(compiled(chart), await store.base("patched"),
                         await store.events("patched"))
         return await store.load("patched"), folded
 

@@ -14,6 +14,8 @@ import pytest
 from pydantic import BaseModel
 
 import statechart as sc
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 from statechart.mining import (
     Call,
     Shadow,
@@ -25,7 +27,6 @@ from statechart.mining import (
     synthetic_traces,
 )
 from statechart.mining.shadow import shadow_refusals
-from statechart.replay import replay
 
 from .helpers import loop_tool
 
@@ -133,7 +134,7 @@ def test_shadow_flags_exactly_the_planted_runs_and_the_loop_is_unchanged(
         ("draft", "send", "edge draft->send refused: send requires a passed review")}
 
     async def check_log() -> None:  # the stored snapshot is the fold of the shadow events
-        cc = chart.compiled
+        cc = compiled(chart)
         for run in await store.runs():
             events = await store.events(run.run_id)
             assert replay(cc, await store.base(run.run_id), events) == run
@@ -274,7 +275,7 @@ def test_shadow_enters_and_leaves_sub_charts_as_the_driver_would(
     judged = Shadow(nested_chart()).replay(Trace("t", tuple(Call(t) for t in tools)))
     assert [(r.kind, r.tool) for r in judged.refusals] == refused
     assert judged.run.status == "ended"
-    cc = nested_chart().compiled
+    cc = compiled(nested_chart())
     assert judged.initial is not None
     folded = replay(cc, judged.initial, [s.event for s in judged.steps])
     assert folded == judged.run

@@ -20,7 +20,8 @@ from statechart import (
     reply,
     start,
 )
-from statechart.replay import replay
+from statechart.engine import compiled
+from statechart.engine.replay import replay
 
 from .helpers import run_script
 from .test_human import chart as approval_chart
@@ -69,7 +70,7 @@ async def test_events_round_trip_exactly(store: Store) -> None:
     assert await store.events(end.run_id) == [s.event for s in steps]
     base = await store.base(end.run_id)
     assert base.seq == 0
-    assert replay(chart().compiled, base, await store.events(end.run_id)) == end
+    assert replay(compiled(chart()), base, await store.events(end.run_id)) == end
 
 
 async def test_intents_are_open_until_their_call_completes(store: Store) -> None:

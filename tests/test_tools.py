@@ -20,8 +20,10 @@ from statechart import (
     start,
     tool,
 )
-from statechart.effects import Memory, RunTool, plan
-from statechart.tools import ToolArgumentsError, render_result
+from statechart.chart.tools import render_result
+from statechart.engine import compiled
+from statechart.engine.effects import Memory, RunTool, plan
+from statechart.errors import ToolArgumentsError
 
 
 class Filter(BaseModel):
@@ -137,10 +139,10 @@ async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() 
     first = steps[0]
     assert first.run.state == "work.act"
     memory = Memory([], set())
-    planned = plan(chart.compiled, first.run, memory)
+    planned = plan(compiled(chart), first.run, memory)
     assert isinstance(planned, RunTool)
     assert await planned.tool.invoke(planned.parsed) == "a,changed by the tool"
-    again = plan(chart.compiled, first.run, memory)
+    again = plan(compiled(chart), first.run, memory)
     assert isinstance(again, RunTool)
     assert again.parsed.items == ["a"]  # type: ignore[attr-defined]
     assert again.arguments == {"items": ["a"]} == planned.arguments

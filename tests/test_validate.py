@@ -22,6 +22,7 @@ from statechart import (
     UnknownTargetError,
     UnreachableStateError,
 )
+from statechart.engine import compiled
 
 DONE = State("done", kind="terminal")
 B = Budget(max_steps=10)
@@ -117,7 +118,7 @@ def test_no_terminal_state() -> None:
 def test_root_without_max_steps_cannot_compile() -> None:
     c = Chart("c", states=(State("a"), DONE), edges=(Edge("a", "done"),))
     with pytest.raises(MissingBudgetError, match="root chart 'c' has no max_steps"):
-        _ = c.compiled
+        _ = compiled(c)
 
 
 def test_chart_state_must_map_every_sub_chart_terminal() -> None:
@@ -152,7 +153,7 @@ def test_escalated_and_exhausted_are_implicit_terminals() -> None:
               budget=B)
     kinds = {s.name: s.kind for s in c.states}
     assert kinds["escalated"] == "terminal" and kinds["exhausted"] == "terminal"
-    assert c.compiled.resolve("a", "go:escalated") is not None
+    assert compiled(c).resolve("a", "go:escalated") is not None
 
 
 def test_version_is_stable_and_changes_with_structure() -> None:
@@ -190,7 +191,7 @@ def test_sub_chart_context_fields_must_exist_on_the_root_context() -> None:
     c = Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
               context=Ctx, budget=B)
     with pytest.raises(UndeclaredFieldError, match="uses context field\\(s\\) draft"):
-        _ = c.compiled
+        _ = compiled(c)
 
 
 def test_initial_state_cannot_be_terminal() -> None:

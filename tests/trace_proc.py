@@ -59,6 +59,7 @@ from statechart import (
     tool,
     tracing,
 )
+from statechart.engine import compiled
 from tests.test_nesting import workflow
 
 SPEC = "acme:tiny-1"
@@ -157,7 +158,7 @@ async def rebuilt(store: SQLiteStore) -> dict[str, Run]:
                   states=(State("work"), DONE), edges=(Edge("work", "done"),))
         model = scripted(reply(call("next_state", "n1", target="done")))
         runs[f"b{steps}"] = await go(c, store, model, f"b{steps}")
-        level = id(c.compiled.levels[""])
+        level = id(compiled(c).levels[""])
         del c
         gc.collect()
         if level in seen:

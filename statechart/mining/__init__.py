@@ -1,16 +1,16 @@
 """Mining charts from loop traces: matrices, rare edges, repeats, proposals, shadow, drift."""
 
-from .drift import Drift, EdgeDrift, SourceDrift, chi2_sf, drift, holm
-from .matrix import Edge, Mined, Repeat, mine, state_visits, transition_counts
-from .propose import Phase, Proposal, propose
-from .shadow import Refusal, Shadow, ShadowRun, replay_all, run_shadowed
-from .synthetic import Synthetic, synthetic_traces
-from .traces import (
+from statechart.errors import TraceFormatError
+from statechart.mining.drift import Drift, EdgeDrift, SourceDrift, chi2_sf, drift, holm
+from statechart.mining.matrix import Edge, Mined, Repeat, mine, state_visits, transition_counts
+from statechart.mining.propose import Phase, Proposal, propose
+from statechart.mining.shadow import Refusal, Shadow, ShadowRun, replay_all, run_shadowed
+from statechart.mining.synthetic import Synthetic, synthetic_traces
+from statechart.mining.traces import (
     END,
     START,
     Call,
     Trace,
-    TraceFormatError,
     read_jsonl,
     read_store,
     write_jsonl,

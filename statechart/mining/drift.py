@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .matrix import transition_counts
-from .traces import Trace
+from statechart.mining.matrix import transition_counts
+from statechart.mining.traces import Trace
 
 DEFAULT_ALPHA = 0.01
 

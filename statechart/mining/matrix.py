@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .traces import END, START, Trace
+from statechart.mining.traces import END, START, Trace
 
 DEFAULT_THRESHOLD = 0.01
 DEFAULT_REPEAT_LIMIT = 3

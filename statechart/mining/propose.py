@@ -16,10 +16,15 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..chart import CANCELLED, ESCALATED, EXHAUSTED
-from ..validate import RESERVED
-from .matrix import DEFAULT_REPEAT_LIMIT, DEFAULT_THRESHOLD, Mined, mine, transition_counts
-from .traces import END, START, Trace
+from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, RESERVED
+from statechart.mining.matrix import (
+    DEFAULT_REPEAT_LIMIT,
+    DEFAULT_THRESHOLD,
+    Mined,
+    mine,
+    transition_counts,
+)
+from statechart.mining.traces import END, START, Trace
 
 DONE = "done"
 ROUTER = "start"

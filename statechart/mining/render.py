@@ -6,10 +6,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from .drift import Drift
-from .matrix import Mined
-from .shadow import Refusal
-from .traces import END, START
+from statechart.mining.drift import Drift
+from statechart.mining.matrix import Mined
+from statechart.mining.shadow import Refusal
+from statechart.mining.traces import END, START
 
 
 def _cell(value: object) -> str:

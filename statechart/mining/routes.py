@@ -6,10 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..budget import ZERO, Spent
-from ..machine import CompiledChart
-from ..run import Run, evolve
-from ..tools import canonical_json
+from statechart.chart.tools import canonical_json
+from statechart.engine import CompiledChart
+from statechart.records.run import Run, evolve
+from statechart.records.spent import ZERO, Spent
 
 MAX_HOPS = 8
 """Code states a single decision may pass through before the loop's next call."""

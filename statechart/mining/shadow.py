@@ -19,20 +19,32 @@ from typing import Any
 
 import anyio
 
-from ..budget import Spent
-from ..chart import CANCELLED, ESCALATED, EXHAUSTED, Chart
-from ..effects import calls_cap_refusal, first_exhausted, last_call, repeat_refusal
-from ..machine import CompiledChart, Move, Transition, go
-from ..models.base import ToolCall
-from ..moves import checked_patch, commit, try_move
-from ..replay import status_of
-from ..run import Event, Run, Step, Visit, evolve
-from ..store.base import Store
-from ..tools import Tool, fingerprint, outcome_class
-from .routes import charged as _charged
-from .routes import json_arguments, way
-from .routes import spent_text as _spent
-from .traces import ERROR, OK, Trace
+from statechart.chart.chart import Chart
+from statechart.chart.names import CANCELLED, ESCALATED, IMPLICIT
+from statechart.chart.tools import Tool, fingerprint, outcome_class
+from statechart.engine import (
+    CompiledChart,
+    Move,
+    Transition,
+    calls_cap_refusal,
+    checked_patch,
+    commit,
+    compiled,
+    first_exhausted,
+    go,
+    last_call,
+    repeat_refusal,
+    status_of,
+    try_move,
+)
+from statechart.mining.routes import charged as _charged
+from statechart.mining.routes import json_arguments, way
+from statechart.mining.routes import spent_text as _spent
+from statechart.mining.traces import ERROR, OK, Trace
+from statechart.records.messages import ToolCall
+from statechart.records.run import Event, Run, Step, Visit, evolve
+from statechart.records.spent import Spent
+from statechart.store.base import Store
 
 SHADOW_MODEL = "shadow"
 """The model spec of a shadow run: the loop, not a model, chose its moves."""
@@ -45,7 +57,7 @@ CODE_STEP = Spent(steps=1)
 """Leaving a code state: its handler's step."""
 HOOK_ERROR = "hook_error"
 """The outcome of a call whose `outcome` or `observe` hook raised."""
-IMPLICIT = (ESCALATED, EXHAUSTED, CANCELLED)
+ENDS = (*IMPLICIT, CANCELLED)
 
 Outcome = Callable[[str, Any], str]
 Observe = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any]]
@@ -103,7 +115,7 @@ class ShadowRun:
 
     @property
     def cc(self) -> CompiledChart:
-        return self.chart.compiled
+        return compiled(self.chart)
 
     def wrap(self, dispatch: Callable[..., Any]) -> Callable[..., Any]:
         """The dispatcher `dispatch(tool, arguments)`, observed; sync or async like the original."""
@@ -208,14 +220,14 @@ class ShadowRun:
 
         def ends(leaf: str) -> bool:
             return status_of(cc, leaf) == "ended" and \
-                self._owner(leaf).rsplit(".", 1)[-1] not in IMPLICIT
+                self._owner(leaf).rsplit(".", 1)[-1] not in ENDS
         path = way(cc, self.run.state, ends)
         if path is not None:
             for target in path:
                 self._move(target, None)
             return
         roots = [s.name for s in self.chart.states
-                 if s.kind == "terminal" and s.name not in IMPLICIT] or [ESCALATED]
+                 if s.kind == "terminal" and s.name not in ENDS] or [ESCALATED]
         self._move(roots[0], None)
 
     def _host(self, tool: str) -> str | None:
@@ -329,7 +341,7 @@ class Shadow:
     def start(self, run_id: str | None = None, context: Mapping[str, Any] | None = None
               ) -> ShadowRun:
         """A new shadow run at the chart's initial state."""
-        cc = self.chart.compiled
+        cc = compiled(self.chart)
         leaf = cc.initial_leaf
         owner, state = cc.owner_state(leaf)
         entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]

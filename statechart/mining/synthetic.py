@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .traces import START, Call, Trace
+from statechart.mining.traces import START, Call, Trace
 
 FETCH = Call("fetch_ticket", "ok")
 DRAFT = Call("draft_reply", "ok")

@@ -12,18 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StatechartError
-from ..run import Event, Run
-from ..store.base import Store
+from statechart.errors import TraceFormatError
+from statechart.records.run import Event, Run
+from statechart.store.base import Store
 
 START = "START"
 END = "END"
 OK = "ok"
 ERROR = "error"
 
-
-class TraceFormatError(StatechartError):
-    """A line of a trace file is not a run of `{tool, outcome}` steps."""
 
 
 @dataclass(frozen=True)

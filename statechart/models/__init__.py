@@ -1,8 +1,9 @@
 """Model protocol, transcript records, and the scripted/function models."""
 
-from .base import Message, Model, Reply, Request, ToolCall, ToolSpec, Usage
-from .registry import from_spec, register
-from .scripted import FunctionModel, ScriptedModel, call, reply
+from statechart.models.base import Model
+from statechart.models.registry import from_spec, register
+from statechart.models.scripted import FunctionModel, ScriptedModel, call, reply
+from statechart.records.messages import Message, Reply, Request, ToolCall, ToolSpec, Usage
 
 __all__ = [
     "FunctionModel",

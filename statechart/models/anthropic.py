@@ -12,10 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ModelError
-from .base import Message, Reply, Request, ToolCall, Usage
-from .pricing import Price, cost_micros
-from .registry import model_name
+from statechart.errors import ModelError
+from statechart.models.pricing import Price, cost_micros
+from statechart.models.registry import model_name
+from statechart.records.messages import Message, Reply, Request, ToolCall, Usage
 
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(3_000_000, 15_000_000),

@@ -13,10 +13,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ModelError
-from .base import Message, Reply, Request, ToolCall, Usage
-from .pricing import Price, cost_micros
-from .registry import model_name
+from statechart.errors import ModelError
+from statechart.models.pricing import Price, cost_micros
+from statechart.models.registry import model_name
+from statechart.records.messages import Message, Reply, Request, ToolCall, Usage
 
 MAX_OUTPUT: dict[str, int] = {"gpt-4o": 16_384, "gpt-4o-mini": 16_384, "gpt-4.1": 32_768,
                                "gpt-4.1-mini": 32_768}

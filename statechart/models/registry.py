@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from ..errors import ModelError
-from .base import Model
+from statechart.errors import ModelError
+from statechart.models.base import Model
 
 ModelFactory = Callable[[str], Model]
 """Builds a model from its full spec."""

@@ -7,8 +7,8 @@ import itertools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from ..errors import ModelError
-from .base import Reply, Request, ToolCall, Usage
+from statechart.errors import ModelError
+from statechart.records.messages import Reply, Request, ToolCall, Usage
 
 _ids = itertools.count(1)
 

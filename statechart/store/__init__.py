@@ -1,8 +1,8 @@
 """Stores: the `Store` port and its in-memory and SQLite implementations."""
 
-from ..run import Intent
-from .base import DEFAULT_LEASE_TTL, Lease, Store
-from .memory import MemoryStore
-from .sqlite import SQLiteStore
+from statechart.records.run import Intent
+from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
+from statechart.store.memory import MemoryStore
+from statechart.store.sqlite import SQLiteStore
 
 __all__ = ["DEFAULT_LEASE_TTL", "Intent", "Lease", "MemoryStore", "SQLiteStore", "Store"]

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..models.base import Message
-from ..run import Event, Intent, Run, Status, Step
+from statechart.records.messages import Message
+from statechart.records.run import Event, Intent, Run, Status, Step
 
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a driver's lease lasts unless renewed; it must exceed the longest single call."""

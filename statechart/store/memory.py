@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from ..errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
-from ..models.base import Message
-from ..run import Event, Intent, Run, Status, Step
-from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
+from statechart.errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
+from statechart.records.messages import Message
+from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.store.base import DEFAULT_LEASE_TTL, Lease, lease_holder
 
 MESSAGES = TypeAdapter(list[Message])
 R = TypeVar("R", bound=BaseModel)

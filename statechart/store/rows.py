@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import CorruptRowError
-from ..models.base import Message, ToolCall
-from ..run import Event, Intent, Run, Step
+from statechart.errors import CorruptRowError
+from statechart.records.messages import Message, ToolCall
+from statechart.records.run import Event, Intent, Run, Step
 
 MESSAGES = TypeAdapter(list[Message])
 COLUMNS = (

@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
 
-from .. import failpoints
-from ..errors import (
+from statechart import failpoints
+from statechart.errors import (
     ConflictError,
     CorruptRowError,
     LeaseHeldError,
@@ -27,11 +27,11 @@ from ..errors import (
     SchemaVersionError,
     StoreError,
 )
-from ..models.base import Message
-from ..run import Event, Intent, Run, Status, Step
-from .base import DEFAULT_LEASE_TTL, Lease, lease_holder
-from .checkpoint import Checkpointer
-from .rows import (
+from statechart.records.messages import Message
+from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.store.base import DEFAULT_LEASE_TTL, Lease, lease_holder
+from statechart.store.checkpoint import Checkpointer
+from statechart.store.rows import (
     COLUMNS,
     INSERT_EVENT,
     event_of,
@@ -41,7 +41,7 @@ from .rows import (
     messages_of,
     parse,
 )
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from statechart.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 Durability = Literal["process", "power"]
 T = TypeVar("T")

@@ -1,28 +1,26 @@
-"""Compiling a chart onto one `transitions` hierarchical machine, and the tables read from it.
+"""A chart compiled for running: the flattened state tree, transition tables, budget levels.
 
-The machine is built once per chart. `fire()` answers from transition tables
-read back out of that machine (a dict lookup instead of ~100 µs of
-`transitions` machinery); `machine_fire()` asks the machine itself, and a
-hypothesis test shows the two agree on every (state, trigger, guard outcome).
-Nothing here does I/O or awaits.
+The tables are read back out of the chart's one `transitions` machine (see
+`machine.py`); `fire()` answers from them (a dict lookup instead of ~100 µs of
+`transitions` machinery), and a hypothesis test shows that tables and machine
+agree on every (state, trigger, guard outcome). Nothing here does I/O or awaits.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from transitions import MachineError
-from transitions.extensions.nesting import HierarchicalMachine, NestedState
+from statechart.chart.budget import Budget
+from statechart.chart.chart import Chart, Edge, State
+from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, SUBSTATES
+from statechart.chart.validate import validate_root
+from statechart.engine.machine import EXIT, MachinePair
+from statechart.errors import IllegalTransitionError
+from statechart.records.spent import HARD_KINDS
 
-from .budget import HARD_KINDS, Budget
-from .chart import CANCELLED, ESCALATED, EXHAUSTED, Chart, Edge, State
-from .validate import validate_root
-
-SUBSTATES = ("think", "act", "approve")
 INTERNAL = (
     ("propose", "think", "act"),
     ("next_call", "act", "act"),
@@ -31,24 +29,7 @@ INTERNAL = (
     ("approved", "approve", "act"),
     ("rejected", "approve", "think"),
 )
-EXIT = "exit"
 CANCEL = "cancel"
-
-
-class _DotState(NestedState):
-    separator = "."
-
-
-class _Machine(HierarchicalMachine):
-    state_cls = _DotState
-
-
-class _Holder:
-    """The one reusable model object whose `state` attribute the machine drives."""
-
-    state: str = ""
-    trigger: Callable[..., bool]
-    """Bound by the machine; only annotated, since `transitions` never rebinds a name."""
 
 
 def go(path: str) -> str:
@@ -143,7 +124,6 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
-        self._trace: list[tuple[str, str]] | None = None
         self.views: dict[str, object] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
@@ -156,12 +136,8 @@ class CompiledChart:
         """source -> trigger -> transition, read back out of the built `transitions` machine."""
         ours = {(t.trigger, t.source, t.dest): t for t in self.transitions}
         table: dict[str, dict[str, Transition]] = {}
-        for trigger, event in self.machine.events.items():
-            for source, found in event.transitions.items():
-                if len(found) != 1:
-                    raise RuntimeError(f"machine has {len(found)} '{trigger}' from '{source}'")
-                dest = str(found[0].dest)
-                table.setdefault(source, {})[trigger] = ours.pop((trigger, source, dest))
+        for trigger, source, dest in self._machines.transitions():
+            table.setdefault(source, {})[trigger] = ours.pop((trigger, source, dest))
         if ours:
             raise RuntimeError(f"machine lacks compiled transitions {sorted(ours)[:3]}")
         return table
@@ -338,48 +314,19 @@ class CompiledChart:
         """Resolve `trigger` from `leaf`; None when its guard refuses; raises if illegal."""
         t = self.resolve(leaf, trigger)
         if t is None:
-            raise MachineError(f"Can't trigger event '{trigger}' from state(s) {leaf}!")
+            raise IllegalTransitionError(leaf, trigger, "no edge allows it")
         if t.edge is not None and t.edge.guard is not None and not allow(t):
             return None
         return self.move(leaf, t)
 
     @cached_property
-    def machine(self) -> _Machine:
+    def machine(self) -> Any:
         """The `transitions` machine this chart compiles to (one per chart, shared)."""
-        return self._build(self._holder, traced=False)
+        return self._machines.machine
 
     @cached_property
-    def _traced(self) -> _Machine:
-        """The same machine with enter/exit recorders, for the differential test only."""
-        return self._build(self._traced_holder, traced=True)
-
-    def _build(self, holder: _Holder, *, traced: bool) -> _Machine:
-        m = _Machine(
-            model=holder, states=self._tree, initial=self.initial_leaf,
-            auto_transitions=False, send_event=True, model_attribute="state",
-        )
-        for t in self.transitions:
-            conds: list[Callable[..., bool | None] | str] = []
-            if t.edge is not None and t.edge.guard is not None:
-                conds.append(lambda ev, t=t: bool(ev.kwargs["allow"](t)))
-            m.add_transition(t.trigger, t.source, t.dest, conditions=conds)
-        for path in self.nodes if traced else ():
-            state = m.get_state(path)
-            state.add_callback("enter", lambda ev, p=path: self._record("entered", p))
-            state.add_callback("exit", lambda ev, p=path: self._record("exited", p))
-        return m
-
-    def _record(self, what: str, path: str) -> None:
-        if self._trace is not None:
-            self._trace.append((what, path))
-
-    @cached_property
-    def _holder(self) -> _Holder:
-        return _Holder()
-
-    @cached_property
-    def _traced_holder(self) -> _Holder:
-        return _Holder()
+    def _machines(self) -> MachinePair:
+        return MachinePair(self._tree, self.transitions, self.initial_leaf, list(self.nodes))
 
     def machine_fire(
         self, leaf: str, trigger: str, allow: Callable[[Transition], bool],
@@ -389,23 +336,14 @@ class CompiledChart:
 
         With `trace`, the states the machine exits and enters are appended to it in order.
         """
-        m, h = self.machine, self._holder
-        if trace is not None:
-            m, h = self._traced, self._traced_holder
-        if trigger not in m.events:
-            raise MachineError(f"Do not know event named '{trigger}'")
-        with self._lock:
-            m.set_state(leaf, model=h)
-            self._trace = trace
-            try:
-                if not h.trigger(trigger, allow=allow):
-                    return None
-                while EXIT in m.get_triggers(h.state):
-                    h.trigger(EXIT, allow=allow)
-                return str(h.state)
-            finally:
-                self._trace = None
+        return self._machines.fire(leaf, trigger, allow, trace)
 
-    @cached_property
-    def _lock(self) -> threading.Lock:
-        return threading.Lock()
+
+def compiled(chart: Chart) -> CompiledChart:
+    """The chart compiled for running, built once and kept in a private slot on the chart
+    (a `Chart` is not hashable, so no cache keyed by it)."""
+    found: CompiledChart | None = chart._compiled
+    if found is None:
+        found = CompiledChart(chart)
+        object.__setattr__(chart, "_compiled", found)
+    return found

@@ -10,12 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .budget import ZERO, Spent
-from .chart import Facts
-from .intents import doubt_after, track
-from .machine import CompiledChart, Move, Transition
-from .models.base import Message
-from .run import Actor, Event, Run, Step, Visit, build, evolve
+from statechart.chart.chart import Facts
+from statechart.engine.calls import doubt_after, track
+from statechart.engine.tables import CompiledChart, Move, Transition
+from statechart.errors import validation_problems
+from statechart.records.messages import Message
+from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
+from statechart.records.spent import ZERO, Spent
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
@@ -73,7 +74,7 @@ def check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any
     try:
         context = typed_context(cc, t.source, {**run.context, **patch})
     except ValidationError as exc:
-        return f"the move to '{t.dest}' would leave an invalid context: {_problems(exc)}"
+        return f"the move to '{t.dest}' would leave an invalid context: {validation_problems(exc)}"
     facts = Facts(context=context, run=run, source=t.source, target=t.dest)
     try:
         verdict = t.edge.guard(facts)
@@ -106,12 +107,9 @@ def checked_patch(
         if cc.nodes[path].prefix:  # inside a sub-chart: the root's type must agree too
             cc.chart.context.model_validate(context)
     except ValidationError as exc:
-        return {}, f"invalid values written in '{path}': {_problems(exc)}"
+        return {}, f"invalid values written in '{path}': {validation_problems(exc)}"
     return merged.model_dump(mode="json", include=set(patch)), None
 
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
 def commit(

@@ -1,14 +1,11 @@
-"""Budgets and the ledger of what each nesting level has spent.
+"""What a level has spent, or what one step cost: the ledger's unit.
 
-A budget caps a level (the root chart, a state, a sub-chart). Spending at any
-depth charges every ancestor level, so a child can never spend past what its
-parents have left. All amounts are integers: cost is in micro-dollars, wall
-time in milliseconds.
+Spending at any depth charges every ancestor level, so a child can never spend
+past what its parents have left. All amounts are integers: cost is in
+micro-dollars, wall time in milliseconds.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -72,54 +69,6 @@ ZERO = Spent()
 ONE_STEP = Spent(steps=1)
 
 
-@dataclass(frozen=True)
-class Budget:
-    """Caps for one level. `None` means no cap for that kind.
-
-    Where a spent level goes is the owner's `on_exhausted`: a sibling state for a
-    state budget, a terminal state for the root chart. A sub-chart that runs out
-    ends in its own `exhausted` terminal, which its parent maps like any exit.
-    """
-
-    max_steps: int | None = None
-    max_model_calls: int | None = None
-    max_tool_calls: int | None = None
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    max_tokens: int | None = None
-    max_cost_micros: int | None = None
-    max_wall_seconds: float | None = None
-
-    def caps(self) -> dict[str, int]:
-        """The caps that are set, keyed like `Spent` fields (`wall_ms` in milliseconds)."""
-        out: dict[str, int] = {}
-        for kind in KINDS:
-            if kind == "wall_ms":
-                if self.max_wall_seconds is not None:
-                    out[kind] = int(self.max_wall_seconds * 1000)
-                continue
-            cap = getattr(self, f"max_{kind}")
-            if cap is not None:
-                out[kind] = int(cap)
-        return out
-
-    def merged(self, other: Budget | None) -> Budget:
-        """The tighter of two budgets, cap by cap."""
-        if other is None:
-            return self
-
-        def tight(a: float | None, b: float | None) -> float | None:
-            if a is None:
-                return b
-            if b is None:
-                return a
-            return min(a, b)
-
-        vals = {
-            f: tight(getattr(self, f), getattr(other, f))
-            for f in self.__dataclass_fields__
-        }
-        return Budget(**vals)  # type: ignore[arg-type]
 
 
 def spent_of(spent: Spent, kind: str) -> int:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .budget import ZERO
-from .chart import State
-from .machine import CompiledChart
-from .moves import check_guard, checked_patch, commit
-from .replay import edges
-from .run import Run, Step
-from .step import escalate
+from statechart.chart.chart import State
+from statechart.engine.advance import escalate
+from statechart.engine.moves import check_guard, checked_patch, commit
+from statechart.engine.replay import edges
+from statechart.engine.tables import CompiledChart
+from statechart.records.run import Run, Step
+from statechart.records.spent import ZERO
 
 
 def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -> Step:

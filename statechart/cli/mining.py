@@ -7,16 +7,21 @@ from typing import Annotated
 
 import typer
 
-from .cli import _existing, _run, app
+from statechart.cli.app import _existing, _run, app
 
 __all__ = ["app", "drift_command", "mine_command"]
-from .loading import LoadError
-from .mining.drift import DEFAULT_ALPHA, drift
-from .mining.matrix import DEFAULT_REPEAT_LIMIT, DEFAULT_THRESHOLD, mine, state_visits
-from .mining.propose import propose
-from .mining.render import drift_report, mined_mermaid, mined_report, shadow_report
-from .mining.shadow import shadow_refusals
-from .mining.traces import Trace, read_jsonl, read_store
+from statechart.errors import LoadError
+from statechart.mining.drift import DEFAULT_ALPHA, drift
+from statechart.mining.matrix import (
+    DEFAULT_REPEAT_LIMIT,
+    DEFAULT_THRESHOLD,
+    mine,
+    state_visits,
+)
+from statechart.mining.propose import propose
+from statechart.mining.render import drift_report, mined_mermaid, mined_report, shadow_report
+from statechart.mining.shadow import shadow_refusals
+from statechart.mining.traces import Trace, read_jsonl, read_store
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 By = Annotated[str, typer.Option("--by", help="Label steps by 'label' (tool:outcome) or 'tool'.")]

@@ -12,8 +12,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .budget import Spent
-from .models.base import Message, ToolCall
+from statechart.records.messages import Message, ToolCall
+from statechart.records.spent import Spent
 
 Status = Literal["running", "waiting", "ended"]
 M = TypeVar("M", bound=BaseModel)

@@ -7,69 +7,45 @@ the record of every transition after handing it to the store.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from opentelemetry.trace import Span
 
-from . import failpoints, human, lineage, tracing
-from . import resume as resuming_
-from .chart import CANCELLED, Chart
-from .effects import CallModel, Ended, Memory, Reconciled, RunHandler, RunTool, Wait, plan
-from .errors import ConflictError, RunNotFoundError
-from .intents import open_call
-from .lineage import Migration
-from .machine import CompiledChart
-from .models.base import Message, Model
-from .models.registry import from_spec
-from .moves import typed_context
-from .replay import edges
-from .run import Run, Step, Visit, fields_set
-from .step import advance
-from .store.base import DEFAULT_LEASE_TTL, Lease, Store
+from statechart import failpoints, tracing
+from statechart.chart.chart import Chart
+from statechart.chart.names import CANCELLED
+from statechart.engine import recovery as resuming_
+from statechart.engine.advance import advance
+from statechart.engine.calls import open_call
+from statechart.engine.effects import (
+    CallModel,
+    Ended,
+    Memory,
+    Reconciled,
+    RunHandler,
+    RunTool,
+    Wait,
+    plan,
+)
+from statechart.engine.moves import typed_context
+from statechart.engine.replay import edges
+from statechart.engine.tables import CompiledChart, compiled
+from statechart.errors import ConflictError
+from statechart.models.base import Model
+from statechart.records.messages import Message
+from statechart.records.run import Run, Step, fields_set
+from statechart.runtime import lineage
+from statechart.runtime.lineage import Migration
+from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
-
-
-async def start(
-    chart: Chart, *, store: Store, model: Model, context: Mapping[str, Any] | None = None,
-    run_id: str | None = None, clock: Clock = time.time,
-) -> Run:
-    """Create and store a new run at the chart's initial state (nothing runs yet)."""
-    cc = chart.compiled
-    run_id = run_id or uuid.uuid4().hex
-    ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
-    leaf = cc.initial_leaf
-    entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
-    owner, state = cc.owner_state(leaf)
-    await store.save_chart(chart.version, chart.describe())
-    trace, span = tracing.run_trace_context(chart.name, run_id)
-    run = Run(
-        run_id=run_id, chart=chart.name, chart_version=chart.version, model=model.spec,
-        state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
-        visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
-        lineage_root=run_id, created_at=clock(),
-        trace=trace,
-        status="waiting" if state.kind == "approval" else "running",
-        reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
-    )
-    try:
-        await store.create(run)
-    except BaseException as exc:
-        if span is not None:
-            tracing.failed(span, exc)
-        raise
-    finally:
-        if span is not None:
-            span.end()
-    return run
 
 
 @dataclass
@@ -116,7 +92,7 @@ async def step(
     `session` holds this visit's transcript and the executed fingerprints; build it with
     `load_session(store, run)` and keep it in line with `session.absorb(run, step)`.
     """
-    cc = chart.compiled
+    cc = compiled(chart)
     started = time.monotonic()
     memory = Memory(session.transcript, session.fingerprints)
     effect = plan(cc, run, memory)
@@ -193,7 +169,7 @@ async def drive(
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
     """
     run_id = run if isinstance(run, str) else run.run_id
-    cc = chart.compiled
+    cc = compiled(chart)
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     in_flight = False
     dirty = lease.took_over  # a takeover not yet recorded: keep the lease looking abandoned
@@ -305,7 +281,7 @@ async def _refresh_inputs(
     entered it still allows it; None when there is nothing to record."""
     if run.status != "running":
         return None
-    cc = chart.compiled
+    cc = compiled(chart)
     owner, state = cc.owner_state(run.state)
     patch: dict[str, Any] = {}
     problem = None
@@ -329,122 +305,3 @@ async def load_session(store: Store, run: Run) -> Session:
     """Rebuild what `drive` keeps in memory from the store (on start and on resume)."""
     transcript = await lineage.visit_transcript(store, run) if run.visit else []
     return Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
-
-
-async def run_to_end(
-    chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
-    holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL,
-) -> Run:
-    """Drive until the run waits for a human or ends; return the last snapshot."""
-    run_id = run.run_id if isinstance(run, Run) else run
-    last: Run | None = None
-    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
-                              holder=holder, lease_ttl=lease_ttl):
-        last = record.run
-    return last if last is not None else await store.load(run_id)
-
-
-async def resume(
-    chart: Chart, run_id: str, *, store: Store, model: Model | None = None,
-    migrate: Migration | None = None, clock: Clock = time.time, holder: str | None = None,
-    lease_ttl: float = DEFAULT_LEASE_TTL,
-) -> Run:
-    """Continue a stored run from its exact state until it waits or ends.
-
-    Uses the model the run recorded unless `model` is given; refuses a run stored under
-    another chart version unless `migrate` maps it; runs `on_resume` and the entering guard.
-    """
-    model = model or from_spec((await store.load(run_id)).model, run_id)
-    last: Run | None = None
-    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
-                              holder=holder, lease_ttl=lease_ttl, resuming=True,
-                              migrate=migrate):
-        last = record.run
-    return last if last is not None else await store.load(run_id)
-
-
-async def fork(
-    chart: Chart, run_id: str, at_seq: int, *, store: Store, new_run_id: str | None = None,
-    clock: Clock = time.time,
-) -> Run:
-    """Start a new run from the state `run_id` had after event `at_seq` (rebuilt from the
-    log), keeping its lineage root; drive it on with `resume` or `run_to_end`."""
-    return await lineage.fork(chart, run_id, at_seq, store=store, now=clock(),
-                              new_run_id=new_run_id)
-
-
-async def approve(
-    chart: Chart, run_id: str, *, store: Store, by: str, note: str = "",
-    edits: dict[str, Any] | None = None, clock: Clock = time.time,
-) -> Step:
-    """Record a human approval (optionally editing the pending call's arguments)."""
-    return await _decide(chart, run_id, store, True, by, note, edits, clock)
-
-
-async def reject(
-    chart: Chart, run_id: str, *, store: Store, by: str, reason: str, clock: Clock = time.time,
-) -> Step:
-    """Record a human rejection; the model hears why (or the approval state's reject edge runs)."""
-    return await _decide(chart, run_id, store, False, by, reason, None, clock)
-
-
-async def _decide(
-    chart: Chart, run_id: str, store: Store, approved: bool, by: str, note: str,
-    edits: dict[str, Any] | None, clock: Clock,
-) -> Step:
-    run = await store.load(run_id)
-    await lineage.require_version(chart, run, store)
-    record = human.decide(chart.compiled, run, approved=approved, by=by, note=note, edits=edits,
-                          now=clock())
-    return await _append_human(chart, store, run, record)
-
-
-async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
-    """Store a human event, with a transition span in the run's trace."""
-    span = tracing.human_transition(chart.compiled, record, time.time_ns())
-    record = _stamped(record, span)
-    try:
-        await store.append(record)
-    except BaseException as exc:  # not stored (another writer came first): not a transition
-        if span is not None:
-            tracing.failed(span, exc)
-        raise
-    finally:
-        if span is not None:
-            span.end()
-    return record
-
-
-async def cancel(
-    chart: Chart, run_id: str, *, store: Store, reason: str, by: str = "",
-    clock: Clock = time.time,
-) -> Step:
-    """End the run in `cancelled`, even while another process drives it."""
-    for _ in range(20):
-        run = await store.load(run_id)
-        await lineage.require_version(chart, run, store)
-        record = human.cancel(chart.compiled, run, reason=reason, now=clock(), by=by)
-        try:
-            return await _append_human(chart, store, run, record)
-        except ConflictError:  # the driver appended first: cancel from its new state
-            continue
-    raise ConflictError(f"run {run_id} kept advancing while cancelling; try again")
-
-
-def run_sync(
-    chart: Chart, *, store: Store, model: Model, context: Mapping[str, Any] | None = None,
-    run_id: str | None = None, backend: str = "asyncio",
-) -> Run:
-    """Start (or continue, when `run_id` exists) a run and drive it, from synchronous code."""
-
-    async def main() -> Run:
-        run: Run | None = None
-        if run_id is not None:
-            with contextlib.suppress(RunNotFoundError):
-                run = await store.load(run_id)
-        if run is None:
-            run = await start(chart, store=store, model=model, context=context, run_id=run_id)
-        return await run_to_end(chart, run, store=store, model=model)
-
-    result: Run = anyio.run(main, backend=backend)
-    return result

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .budget import ZERO
-from .intents import NEXT_STATE, doubt_after
-from .machine import EXIT, CompiledChart, Transition
-from .run import Event, QueuedCall, Run, Visit, evolve
+from statechart.chart.names import NEXT_STATE
+from statechart.engine.calls import doubt_after
+from statechart.engine.machine import EXIT
+from statechart.engine.tables import CompiledChart, Transition
+from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
+from statechart.records.spent import ZERO
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .budget import Spent
-from .run import Event, Run
+from statechart.records.run import Event, Run
+from statechart.records.spent import Spent
 
 
 def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:

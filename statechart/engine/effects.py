@@ -13,15 +13,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .budget import ZERO, Spent, spent_of
-from .chart import State
-from .intents import idempotency_key
-from .machine import CompiledChart
-from .models.base import Message, Request, ToolCall
-from .moves import typed_context
-from .prompt import NEXT_STATE, build_request, model_view
-from .run import Run, Visit
-from .tools import Tool, checked, parse_arguments
+from statechart.chart.chart import State
+from statechart.chart.names import NEXT_STATE
+from statechart.chart.tools import Tool, checked, parse_arguments
+from statechart.engine.calls import idempotency_key
+from statechart.engine.moves import typed_context
+from statechart.engine.prompt import build_request, model_view
+from statechart.engine.tables import CompiledChart
+from statechart.records.messages import Message, Request, ToolCall
+from statechart.records.run import Run, Visit
+from statechart.records.spent import ZERO, Spent, spent_of
 
 TOOL_STEP = Spent(steps=1, tool_calls=1)
 

@@ -16,8 +16,8 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from .errors import ToolDefinitionError
-from .models.base import ToolCall
+from statechart.errors import ToolArgumentsError, ToolDefinitionError
+from statechart.records.messages import ToolCall
 
 RetryPolicy = Literal["safe", "keyed", "reconcile", "never"]
 RETRY_POLICIES: tuple[str, ...] = ("safe", "keyed", "reconcile", "never")
@@ -85,18 +85,6 @@ class Tool:
         if inspect.isawaitable(out):
             out = await out
         return out
-
-
-class ToolArgumentsError(ValueError):
-    """Arguments that do not fit a tool's schema; the message goes back to the model."""
-
-    def __init__(self, tool: str, exc: ValidationError) -> None:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        super().__init__(f"bad arguments for tool '{tool}': {problems}. Fix them and call again.")
-        self.tool = tool
 
 
 def tool(

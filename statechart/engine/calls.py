@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 
-from .machine import CompiledChart
-from .models.base import ToolCall
-from .run import Intent, QueuedCall, Run, evolve
-from .tools import Tool, checked
-
-NEXT_STATE = "next_state"
+from statechart.chart.names import NEXT_STATE
+from statechart.chart.tools import Tool, checked
+from statechart.engine.tables import CompiledChart
+from statechart.records.messages import ToolCall
+from statechart.records.run import Intent, QueuedCall, Run, evolve
 
 
 def idempotency_key(run: Run, tool: Tool, fp: str) -> str:

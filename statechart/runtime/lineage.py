@@ -14,14 +14,15 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from . import tracing
-from .chart import Chart
-from .errors import ChartChangedError, RunError
-from .intents import open_call
-from .models.base import Message
-from .replay import edges, replay, status_of
-from .run import Event, Intent, Run, Step, evolve
-from .store.base import Store
+from statechart import tracing
+from statechart.chart.chart import Chart
+from statechart.engine.calls import open_call
+from statechart.engine.replay import edges, replay, status_of
+from statechart.engine.tables import compiled
+from statechart.errors import ChartChangedError, RunError
+from statechart.records.messages import Message
+from statechart.records.run import Event, Intent, Run, Step, evolve
+from statechart.store.base import Store
 
 Migration = Callable[[Run], Run]
 """Maps a run stored under an older chart version onto the current chart."""
@@ -54,7 +55,7 @@ async def require_version(chart: Chart, run: Run, store: Store) -> None:
 
 def consistency_problem(chart: Chart, run: Run) -> str | None:
     """What makes `run` impossible under `chart`, or None."""
-    cc = chart.compiled
+    cc = compiled(chart)
     if run.state not in cc.nodes or cc.descend(run.state) != run.state:
         return f"the state '{run.state}' is not a leaf of the chart"
     owner, state = cc.owner_state(run.state)
@@ -130,7 +131,7 @@ async def fork(
             f"run {run_id} was at chart version {base.chart_version} at seq {at_seq}, but this "
             f"chart is version {chart.version}; fork with the chart it had, then migrate")
     events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= at_seq]
-    state = replay(chart.compiled, base, events)
+    state = replay(compiled(chart), base, events)
     new_id = new_run_id or uuid.uuid4().hex
     context, span = tracing.run_trace_context(chart.name, new_id)  # a run, a trace of its own
     new = evolve(state, {

@@ -16,17 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from .budget import Budget
-from .tools import Tool
+from statechart.chart.budget import Budget
+from statechart.chart.names import ESCALATED, IMPLICIT
+from statechart.chart.tools import Tool
 
 if TYPE_CHECKING:
-    from .machine import CompiledChart
-    from .run import Run
+    from statechart.records.run import Run
 
 StateKind = Literal["model", "code", "chart", "approval", "terminal"]
-ESCALATED = "escalated"
-EXHAUSTED = "exhausted"
-CANCELLED = "cancelled"
 DEFAULT_MAX_ITERATIONS = 10
 
 
@@ -152,13 +149,13 @@ class Chart:
     budget: Budget | None = None
     on_exhausted: str = ESCALATED
     """Where the root chart goes when its budget runs out (must be terminal)."""
+    _compiled: Any = field(default=None, init=False, repr=False, compare=False)
+    """The engine's compiled form, filled by `statechart.engine.compiled(chart)`."""
 
     def __post_init__(self) -> None:
-        from .validate import complete_states, validate
-
         states = tuple(self.states)
         object.__setattr__(self, "edges", tuple(self.edges))
-        object.__setattr__(self, "states", complete_states(self.name, states))
+        object.__setattr__(self, "states", complete_states(states))
         if self.initial is None and states:
             object.__setattr__(self, "initial", states[0].name)
         validate(self)
@@ -209,9 +206,12 @@ class Chart:
             lines.append(f"edge {e.key} guard={e.guard is not None} max={e.max_traversals}")
         return "\n".join(lines)
 
-    @cached_property
-    def compiled(self) -> CompiledChart:
-        """The chart compiled onto its `transitions` machine and transition tables."""
-        from .machine import CompiledChart
 
-        return CompiledChart(self)
+def complete_states(states: tuple[State, ...]) -> tuple[State, ...]:
+    """Add the implicit `escalated` and `exhausted` terminals the user did not write."""
+    names = {s.name for s in states}
+    extra = tuple(State(name, kind="terminal") for name in IMPLICIT if name not in names)
+    return states + extra
+
+
+from statechart.chart.validate import validate  # noqa: E402  (validate reads the types above)

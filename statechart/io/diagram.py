@@ -7,10 +7,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from .chart import ESCALATED, EXHAUSTED, Chart
-from .run import Event, Run
-
-IMPLICIT = (ESCALATED, EXHAUSTED)
+from statechart.chart.chart import Chart
+from statechart.chart.names import IMPLICIT
+from statechart.engine import compiled
+from statechart.records.run import Event, Run
 
 
 def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) -> str:
@@ -20,7 +20,7 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
         raise ValueError(f"run {run.run_id} is a run of chart '{run.chart}' version "
                          f"{run.chart_version}, not of '{chart.name}' version {chart.version}")
     taken: Counter[str] = Counter(e.edge for e in events if e.edge)
-    nodes = chart.compiled.nodes
+    nodes = compiled(chart).nodes
     hosts = {p for p, n in nodes.items() if n.state is not None and n.state.kind == "chart"}
     # a sub-chart's exit: the event left its host and entered a sibling (the mapped target)
     taken.update(f"{h}->{t}" for e in events for h in e.exited if h in hosts
@@ -94,7 +94,7 @@ def _seen(path: str, visited: set[str]) -> bool:
 
 def _active(chart: Chart, leaf: str) -> list[str]:
     """The user states containing `leaf` (its `.think`/`.act` parts are not drawn)."""
-    cc = chart.compiled
+    cc = compiled(chart)
     return [p for p in cc.ancestors(leaf) if cc.nodes[p].state is not None]
 
 

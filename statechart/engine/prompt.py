@@ -8,13 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from .budget import ZERO, remaining
-from .chart import ESCALATED, Chart, State
-from .machine import CompiledChart
-from .models.base import Message, Request, ToolSpec
-from .run import Run
-
-NEXT_STATE = "next_state"
+from statechart.chart.chart import Chart, State
+from statechart.chart.names import ESCALATED, NEXT_STATE
+from statechart.engine.tables import CompiledChart
+from statechart.records.messages import Message, Request, ToolSpec
+from statechart.records.run import Run
+from statechart.records.spent import ZERO, remaining
 
 
 @dataclass(frozen=True)

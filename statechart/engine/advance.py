@@ -11,9 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .budget import ONE_STEP, ZERO, Spent
-from .chart import ESCALATED, Decision, State
-from .effects import (
+from statechart.chart.chart import Decision, State
+from statechart.chart.names import ESCALATED, NEXT_STATE
+from statechart.chart.tools import outcome_class, parse_arguments, render_result
+from statechart.engine.effects import (
     TOOL_STEP,
     CallModel,
     Decide,
@@ -23,12 +24,13 @@ from .effects import (
     RunHandler,
     RunTool,
 )
-from .machine import CompiledChart, Move, exhaust, go
-from .models.base import Message, Reply
-from .moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
-from .prompt import NEXT_STATE, model_view
-from .run import Actor, QueuedCall, Run, Step, evolve
-from .tools import outcome_class, parse_arguments, render_result
+from statechart.engine.moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
+from statechart.engine.prompt import model_view
+from statechart.engine.tables import CompiledChart, Move, exhaust, go
+from statechart.errors import validation_problems
+from statechart.records.messages import Message, Reply
+from statechart.records.run import Actor, QueuedCall, Run, Step, evolve
+from statechart.records.spent import ONE_STEP, ZERO, Spent
 
 
 def advance(
@@ -167,7 +169,7 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
     try:
         parsed = view.writes.model_validate(args)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = validation_problems(exc)
         why = f"bad {NEXT_STATE} arguments in state '{view.path}': {problems}"
         return _refuse_call(cc, run, why, now, wall)
     values = parsed.model_dump(mode="json", exclude_unset=True)

@@ -13,12 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .chart import Chart
-from .errors import StatechartError
-
-
-class LoadError(StatechartError):
-    """A `PATH.py:NAME` target that does not name a chart."""
+from statechart.chart.chart import Chart
+from statechart.errors import LoadError, StatechartError
 
 
 def load_chart(target: str) -> tuple[Chart, ModuleType]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .budget import ZERO
-from .errors import NotWaitingError, RunEndedError, RunError
-from .machine import CANCEL, CompiledChart, go
-from .models.base import Message, ToolCall
-from .moves import commit, try_move
-from .run import QueuedCall, Run, Step
-from .tools import ToolArgumentsError, parse_arguments
+from statechart.chart.tools import parse_arguments
+from statechart.engine.moves import commit, try_move
+from statechart.engine.tables import CANCEL, CompiledChart, go
+from statechart.errors import NotWaitingError, RunEndedError, RunError, ToolArgumentsError
+from statechart.records.messages import Message, ToolCall
+from statechart.records.run import QueuedCall, Run, Step
+from statechart.records.spent import ZERO
 
 
 def decide(

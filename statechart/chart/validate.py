@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from .chart import ESCALATED, EXHAUSTED, State
-from .errors import (
+from statechart.chart.names import ESCALATED, EXHAUSTED, IMPLICIT, RESERVED
+from statechart.errors import (
     ChartError,
     DuplicateStateError,
     MalformedStateNameError,
@@ -24,18 +24,9 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .chart import Chart
+    from statechart.chart.chart import Chart, State
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-IMPLICIT = (ESCALATED, EXHAUSTED)
-RESERVED = ("think", "act", "approve", "cancelled", "root")
-
-
-def complete_states(chart_name: str, states: tuple[State, ...]) -> tuple[State, ...]:
-    """Add the implicit `escalated` and `exhausted` terminals the user did not write."""
-    names = {s.name for s in states}
-    extra = tuple(State(name, kind="terminal") for name in IMPLICIT if name not in names)
-    return states + extra
 
 
 def validate(chart: Chart) -> None:

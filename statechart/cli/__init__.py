@@ -1,0 +1,12 @@
+"""The `statechart` command: run, inspect, decide on, resume, draw and mine runs."""
+
+from statechart.cli import mining, runs  # noqa: F401  (each registers its commands on `app`)
+from statechart.cli.app import app
+
+
+def entry() -> None:
+    """The console script."""
+    app(prog_name="statechart")
+
+
+__all__ = ["app", "entry"]

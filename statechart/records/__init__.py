@@ -1,0 +1,28 @@
+"""Data that moves between the layers: transcript messages, what was spent, runs and events.
+
+Plain pydantic records and frozen dataclasses; no behaviour beyond building and copying.
+"""
+
+from statechart.records.messages import Message, Reply, Request, ToolCall, ToolSpec, Usage
+from statechart.records.run import Event, Intent, QueuedCall, Run, Status, Step, Visit
+from statechart.records.spent import ONE_STEP, ZERO, Spent, spent_of
+
+__all__ = [
+    "ONE_STEP",
+    "ZERO",
+    "Event",
+    "Intent",
+    "Message",
+    "QueuedCall",
+    "Reply",
+    "Request",
+    "Run",
+    "Spent",
+    "Status",
+    "Step",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "Visit",
+    "spent_of",
+]
