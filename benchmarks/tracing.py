@@ -11,7 +11,7 @@ driven by `run_to_end` on the memory store with a `FunctionModel`. Configuration
   exporter whose `export` does nothing (the SDK as an application configures it, minus
   the network);
 - ``otlp``: `configure(exporter="otlp")` (batched) to a real OTLP/HTTP receiver on
-  127.0.0.1 in this process (tests/otlp_receiver.py), which decodes every request.
+  127.0.0.1 in this process (tests/support/otlp_receiver.py), which decodes every request.
 
 OpenTelemetry's global tracer provider can be set once per process, so each measurement
 is a child process (`--child CONFIG`) printing JSON; the configurations take turns in
@@ -271,7 +271,7 @@ def child_env(endpoint: str) -> dict[str, str]:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from tests.otlp_receiver import Receiver
+    from tests.support.otlp_receiver import Receiver
 
     load_before = os.getloadavg()[0]
     per: dict[str, list[float]] = {c: [] for c in CONFIGS}

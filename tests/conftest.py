@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .durable import CALLS
+from tests.support.durable import CALLS
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -17,6 +17,6 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Path]:
-    """A fresh SQLite store path; the refund tools of tests/durable.py start with no calls."""
+    """A fresh SQLite store path; the refund tools of tests/support/durable.py start clean."""
     CALLS.clear()
     yield tmp_path / "runs.db"

@@ -172,7 +172,7 @@ def test_the_transition_span_ends_when_storing_its_event_fails() -> None:
 # -- 3. stopping early, as documented, marks the drive as failed ----------------------------
 
 EARLY_STOP = '''
-from tests.test_nesting import workflow
+from tests.engine.test_nesting import workflow
 
 
 async def main():

@@ -1,5 +1,5 @@
 """Tracing end to end: charts run in child processes (tests/trace_proc.py) that export over
-OTLP/HTTP to a real receiver in this process (tests/otlp_receiver.py), which decodes each
+OTLP/HTTP to a real receiver in this process (tests/support/otlp_receiver.py), which decodes each
 `ExportTraceServiceRequest` with opentelemetry-proto.
 
 Every tracing configuration lives in its own process, because OpenTelemetry's global
@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from statechart import tracing as t
-
-from .otlp_receiver import ReceivedSpan, Receiver, tree
+from tests.support.otlp_receiver import ReceivedSpan, Receiver, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 _OTEL_ENV = ("OTEL_EXPORTER_OTLP", "OTEL_TRACES", "OTEL_SDK", "OTEL_SERVICE",
@@ -38,7 +37,8 @@ def proc(rx: Receiver, db: Path, scenario: str, *flags: str,
     """Run one scenario of tests/trace_proc.py in a new process exporting to `rx`."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_OTEL_ENV)}
     clean.update({"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, **(env or {})})
-    done = subprocess.run([sys.executable, "-m", "tests.trace_proc", scenario, str(db), *flags],
+    command = [sys.executable, "-m", "tests.support.trace_proc", scenario, str(db), *flags]
+    done = subprocess.run(command,
                           cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
@@ -441,7 +441,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from statechart import MemoryStore, ScriptedModel, call, reply, run_to_end, start
-from tests.test_nesting import workflow
+from tests.engine.test_nesting import workflow
 
 spans = InMemorySpanExporter()
 provider = TracerProvider()

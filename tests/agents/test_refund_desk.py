@@ -1,0 +1,48 @@
+"""The refund desk agent through the CLI: approval before money moves, keyed refunds,
+verification against the bank, each command its own process."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.cli.test_cli import ROOT, cli
+
+DESK = f"{ROOT}/agents/refund_desk.py:chart"
+
+
+def bank(tmp_path: Path) -> list[tuple[str, str, int]]:
+    path = tmp_path / "refund_bank.db"
+    if not path.exists():
+        return []
+    rows = sqlite3.connect(path).execute("SELECT key, order_id, amount_cents FROM refunds")
+    return rows.fetchall()
+
+
+def test_no_money_moves_before_approval_then_exactly_one_refund(tmp_path: Path) -> None:
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    assert "waiting in 'resolve.approve'" in out
+    assert bank(tmp_path) == []
+    run_id = out.split("approve: statechart approve ")[1].split()[0]
+    assert "ended in 'done'" in cli(tmp_path, "approve", run_id, "--by", "cfo").stdout
+    ((key, order, amount),) = bank(tmp_path)
+    assert (order, amount) == ("A-7", 2000) and len(key) == 32
+    shown = cli(tmp_path, "show", run_id).stdout
+    assert "verify -> done" in shown and "one refund on record" in shown
+
+
+def test_an_approver_can_lower_the_amount(tmp_path: Path) -> None:
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    run_id = out.split("approve: statechart approve ")[1].split()[0]
+    cli(tmp_path, "approve", run_id, "--edit", '{"amount_cents": 1500}')
+    assert [row[1:] for row in bank(tmp_path)] == [("A-7", 1500)]
+
+
+def test_a_rejected_refund_never_reaches_the_bank(tmp_path: Path) -> None:
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    run_id = out.split("approve: statechart approve ")[1].split()[0]
+    cli(tmp_path, "reject", run_id, "--reason", "not our error")
+    resumed = cli(tmp_path, "resume", run_id).stdout
+    # the model heard the rejection and moved on; verify finds no refund and fails the run
+    assert bank(tmp_path) == []
+    assert "verify -> failed" in resumed and "0 refunds on record for A-7" in resumed

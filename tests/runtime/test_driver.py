@@ -1,0 +1,128 @@
+"""The driver: code states, step(), drive() with the store, run_sync, conflicts."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from statechart import (
+    Budget,
+    Chart,
+    ConflictError,
+    Decision,
+    Edge,
+    Facts,
+    MemoryStore,
+    ScriptedModel,
+    Session,
+    State,
+    call,
+    reply,
+    run_sync,
+    start,
+    step,
+)
+from tests.support.helpers import run_script
+
+pytestmark = pytest.mark.anyio
+
+
+class Ctx(BaseModel):
+    score: int = 0
+    verdict: str | None = None
+
+
+async def review(ctx: Ctx) -> Decision:
+    if ctx.score >= 5:
+        return Decision("send", {"verdict": "pass"}, reason="score ok")
+    return Decision("redo", {"verdict": "fail"})
+
+
+def passed(f: Facts) -> str | None:
+    return None if getattr(f.context, "verdict", None) == "pass" else "review did not pass"
+
+
+def chart(handler=review, guard=passed) -> Chart:  # type: ignore[no-untyped-def]
+    return Chart(
+        "c",
+        states=(
+            State("review", kind="code", handler=handler, writes=("verdict",)),
+            State("send", kind="terminal"),
+            State("redo", kind="terminal"),
+        ),
+        edges=(Edge("review", "send", guard=guard), Edge("review", "redo")),
+        context=Ctx,
+        budget=Budget(max_steps=10),
+    )
+
+
+async def test_code_state_moves_and_patches() -> None:
+    end, steps, _, _ = await run_script(chart(), [], {"score": 7})
+    assert end.state == "send" and end.context["verdict"] == "pass"
+    ev = steps[0].event
+    assert ev.actor == "code" and ev.reason == "score ok" and ev.patch == {"verdict": "pass"}
+    end, _, _, _ = await run_script(chart(), [], {"score": 1})
+    assert end.state == "redo"
+
+
+async def test_code_state_guard_refusal_escalates_with_the_reason() -> None:
+    end, steps, _, _ = await run_script(chart(guard=lambda f: "policy says no"), [], {"score": 9})
+    assert end.state == "escalated"
+    assert steps[0].event.refused == "edge review->send refused: policy says no"
+    assert end.context["verdict"] is None  # the refused patch is not applied
+
+
+async def test_code_state_errors_escalate_and_keep_the_context() -> None:
+    async def boom(ctx: Ctx) -> Decision:
+        raise ValueError("db gone")
+
+    async def undeclared(ctx: Ctx) -> Decision:
+        return Decision("redo", {"score": 3})
+
+    async def nowhere(ctx: Ctx) -> str:
+        return "mars"
+
+    for handler, why in ((boom, "raised ValueError: db gone"),
+                         (undeclared, "wrote score, which it does not declare"),
+                         (nowhere, "'review' has no edge to 'mars'")):
+        end, steps, _, _ = await run_script(chart(handler=handler), [], {"score": 4})
+        assert end.state == "escalated" and why in steps[0].event.reason
+        assert end.context == {"score": 4, "verdict": None}
+
+
+async def test_step_advances_exactly_one_transition_without_storing() -> None:
+    c = Chart(
+        "s",
+        states=(State("a", tools=()), State("done", kind="terminal")),
+        edges=(Edge("a", "done"),),
+        budget=Budget(max_steps=5),
+    )
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("next_state", target="done"))])
+    run = await start(c, store=store, model=model)
+    session = Session()
+    first = await step(c, run, model=model, session=session)
+    assert first is not None and first.run.state == "a.act" and first.run.seq == 1
+    assert await store.events(run.run_id) == []
+    second = await step(c, first.run, model=model, session=session)
+    assert second is not None and second.run.status == "ended"
+    assert await step(c, second.run, model=model, session=session) is None
+
+
+async def test_store_fences_a_stale_writer() -> None:
+    c = chart()
+    store = MemoryStore()
+    model = ScriptedModel([])
+    run = await start(c, store=store, model=model, context={"score": 6})
+    rec = await step(c, run, model=model, session=Session())
+    assert rec is not None
+    await store.append(rec)
+    with pytest.raises(ConflictError, match="already has event 1"):
+        await store.append(rec)
+    with pytest.raises(ConflictError, match="already exists"):
+        await store.create(run)
+
+
+def test_run_sync_from_plain_code() -> None:
+    end = run_sync(chart(), store=MemoryStore(), model=ScriptedModel([]), context={"score": 8})
+    assert end.state == "send"

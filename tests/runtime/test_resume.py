@@ -1,0 +1,308 @@
+"""Resume: from the exact nested state, with on_resume and the entering guard, settling an
+interrupted call by its retry policy, refusing a changed chart unless migrated."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from statechart import (
+    Budget,
+    Chart,
+    ChartChangedError,
+    Edge,
+    Facts,
+    ModelError,
+    Run,
+    ScriptedModel,
+    SQLiteStore,
+    State,
+    approve,
+    call,
+    drive,
+    reject,
+    reply,
+    resume,
+    start,
+    tool,
+)
+from statechart.engine import compiled
+from statechart.engine.replay import replay
+from statechart.models import register, registry
+from tests.engine.test_nesting import workflow
+from tests.support.durable import CALLS, DONE, FINISH, interrupted, pay_chart, refund_tool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("retry", ["safe", "keyed"])
+async def test_an_interrupted_call_reruns_for_safe_and_keyed_tools(db: Path, retry: str) -> None:
+    c = pay_chart(refund_tool(retry))
+    before = await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    assert before.state == "resolve.act" and CALLS == []
+    store = SQLiteStore(db)
+    (intent,) = await store.intents("r1")
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done"
+    assert [("o1", intent.key if retry == "keyed" else None)] == CALLS
+    events = await store.events("r1")
+    assert events[1].trigger == "takeover" and f"retry='{retry}'" in events[1].reason
+    ran = events[2]
+    assert f"retry='{retry}'" in ran.reason and "ran again" in ran.reason
+
+
+@pytest.mark.parametrize("happened", [True, False])
+async def test_a_reconcile_hook_settles_an_interrupted_call(db: Path, happened: bool) -> None:
+    asked: list[str] = []
+
+    def check(order: str) -> str | None:
+        asked.append(order)
+        return f"already refunded {order}" if happened else None
+
+    c = pay_chart(refund_tool("reconcile", reconcile=check))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert asked == ["o1"] and end.state == "done"
+    assert ([] if happened else [("o1", None)]) == CALLS
+    ran = (await store.events("r1"))[2]
+    assert ran.result == ("already refunded o1" if happened else "refunded o1")
+    assert ("reported that it had run" in ran.reason) == happened
+
+
+async def test_a_failing_reconcile_hook_hands_the_call_to_a_human(db: Path) -> None:
+    def check(order: str) -> str | None:
+        raise ConnectionError("bank unreachable")
+
+    c = pay_chart(refund_tool("reconcile", reconcile=check))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert waiting.status == "waiting" and waiting.state == "resolve.approve"
+    assert "reconcile hook of tool 'refund' raised ConnectionError: bank unreachable" in \
+        waiting.reason
+    assert CALLS == []
+    assert replay(compiled(c), await store.base("r1"), await store.events("r1")) == waiting
+
+
+async def test_an_interrupted_never_call_waits_for_a_human(db: Path) -> None:
+    c = pay_chart(refund_tool("never"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert waiting.status == "waiting" and waiting.state == "resolve.approve"
+    assert "may have run" in waiting.reason and CALLS == []
+    await reject(c, "r1", store=store, by="ops", reason="the bank shows it went out")
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and CALLS == []
+    human = [e for e in await store.events("r1") if e.actor == "human"]
+    assert [(e.trigger, e.by) for e in human] == [("rejected", "ops")]
+
+
+async def test_an_approved_never_call_runs_once_after_the_human_checked(db: Path) -> None:
+    c = pay_chart(refund_tool("never"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    await resume(c, "r1", store=store, model=ScriptedModel([]))
+    await approve(c, "r1", store=store, by="ops", note="bank shows nothing")
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and CALLS == [("o1", None)]
+
+
+async def test_a_cleanly_stopped_driver_leaves_nothing_in_doubt(db: Path) -> None:
+    c = pay_chart(refund_tool("never"))
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("refund", "r", order="o1"))])
+    await start(c, store=store, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(c, "r1", store=store, model=model)) as steps:
+        async for _ in steps:
+            break  # stopped after the intent committed, before the call started
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and CALLS == [("o1", None)]
+
+
+# -- resuming where the run was ----------------------------------------------------------
+
+
+async def test_resume_continues_three_levels_deep_from_another_store(db: Path) -> None:
+    c = workflow()
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("dig", q="1")), reply(call("buy", "b1", item="archive"))])
+    run = await start(c, store=store, model=model, run_id="r1")
+    async for _ in drive(c, run, store=store, model=model):
+        pass
+    waiting = await store.load("r1")
+    assert waiting.state == "explore.inner.probe.approve"
+    store.close()
+    other = SQLiteStore(db)  # another process's connection
+    await approve(c, "r1", store=other, by="lead")
+    again = SQLiteStore(db)
+    end = await resume(c, "r1", store=again, model=ScriptedModel([
+        reply(call("next_state", target="done", notes="found")),
+        reply(call("next_state", target="done")),
+    ]))
+    assert end.state == "done" and end.context["notes"] == "found"
+    events = await again.events("r1", after=waiting.seq)
+    assert events[0].trigger == "approved" and events[1].source == "explore.inner.probe.act"
+    assert "explore" not in events[1].entered and "explore.inner" not in events[1].entered
+    assert end.visits["explore"] == 1 and end.visits["explore.inner"] == 1
+    assert replay(compiled(c), await again.base("r1"), await again.events("r1")) == end
+
+
+class Ticket(BaseModel):
+    tier: str = "basic"
+    refreshed: int = 0
+
+
+def vip_only(f: Facts) -> str | None:
+    return None if f.context.tier == "vip" else "only vip tickets are sent"
+
+
+def refresh_chart(on_resume: Any) -> Chart:
+    return Chart("gate", context=Ticket, budget=Budget(max_steps=20), states=(
+        State("triage", writes=("tier",)),
+        State("send", reads=("tier",), writes=("refreshed",), on_resume=on_resume),
+        DONE), edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")))
+
+
+async def test_on_resume_refreshes_then_the_entering_guard_runs_again(db: Path) -> None:
+    async def demote(ctx: Ticket) -> dict[str, Any]:
+        return {"refreshed": ctx.refreshed + 1, "tier": "basic"}
+
+    c = refresh_chart(demote)
+    replies = [reply(call("next_state", target="send", tier="vip"))]
+    stopped = await interrupted(c, db, replies, stop_at=2)
+    assert stopped.state == "send.think"
+    store = SQLiteStore(db)
+    end = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert end.state == "escalated"
+    last = (await store.events("r1"))[-1]
+    assert last.actor == "system" and last.source == "send.think"
+    assert last.reason.startswith("on resume: the guard that let the run into 'send' now "
+                                  "refuses: edge triage->send refused: only vip tickets")
+
+
+async def test_on_resume_patch_is_an_event_and_replays(db: Path) -> None:
+    async def bump(ctx: Ticket) -> dict[str, Any]:
+        return {"refreshed": ctx.refreshed + 1}
+
+    c = refresh_chart(bump)
+    await interrupted(c, db, [reply(call("next_state", target="send", tier="vip"))], stop_at=2)
+    store = SQLiteStore(db)
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and end.context == {"tier": "vip", "refreshed": 1}
+    refresh = next(e for e in await store.events("r1") if e.trigger == "resume")
+    assert refresh.patch == {"refreshed": 1} and refresh.actor == "system"
+    assert replay(compiled(c), await store.base("r1"), await store.events("r1")) == end
+
+
+# -- a changed chart ------------------------------------------------------------------------
+
+
+async def test_a_changed_chart_is_refused_naming_the_difference(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    changed = Chart("pay", budget=Budget(max_steps=20),
+                    states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
+                    edges=(Edge("resolve", "done"),))
+    store = SQLiteStore(db)
+    before = await store.events("r1")
+    with pytest.raises(ChartChangedError, match=r"state resolve model .*visits=2"):
+        await resume(changed, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert await store.events("r1") == before and CALLS == []
+
+
+async def test_a_migration_lets_a_changed_chart_resume(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    changed = Chart("pay", budget=Budget(max_steps=20),
+                    states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
+                    edges=(Edge("resolve", "done"),))
+
+    def same_states(run: Run) -> Run:
+        return run
+
+    store = SQLiteStore(db)
+    end = await resume(changed, "r1", store=store, model=ScriptedModel([FINISH]),
+                       migrate=same_states)
+    assert end.state == "done" and end.chart_version == changed.version
+    migrated = next(e for e in await store.events("r1") if e.trigger == "migrate")
+    assert "migrated by same_states" in migrated.reason
+    base = await store.base("r1")
+    assert base.seq == migrated.seq
+    assert replay(compiled(changed), base, await store.events("r1", after=base.seq)) == end
+
+
+async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    changed = Chart("pay", budget=Budget(max_steps=20), states=(State("settle"), DONE),
+                    edges=(Edge("settle", "done"),))
+    store = SQLiteStore(db)
+    before = await store.load("r1")
+    with pytest.raises(ChartChangedError,
+                       match=r"after <lambda>: the state 'resolve\.act' is not a leaf"):
+        await resume(changed, "r1", store=store, model=ScriptedModel([]), migrate=lambda r: r)
+    assert await store.load("r1") == before
+
+
+# -- the model a run recorded ---------------------------------------------------------------
+
+
+async def test_resume_uses_the_recorded_model_spec_or_says_what_to_pass(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    with pytest.raises(ModelError, match="run r1 was driven by model 'scripted'"):
+        await resume(c, "r1", store=store)
+    register("scripted", lambda spec: ScriptedModel([FINISH]))
+    try:
+        assert (await resume(c, "r1", store=store)).state == "done"
+    finally:
+        registry._FACTORIES.pop("scripted", None)
+
+
+async def test_a_human_decision_after_a_dead_driver_clears_the_doubt(db: Path) -> None:
+    """The driver died after asking for approval (lease never released); the approval was
+    written after its last write, so the approved call cannot have started: no second ask."""
+    @tool(retry="never", needs_approval=True)
+    async def wire(order: str) -> str:
+        """Wire money."""
+        CALLS.append((order, None))
+        return "wired"
+
+    c = pay_chart(wire)
+    waiting = await interrupted(c, db, [reply(call("wire", "w", order="o1"))], stop_at=2)
+    assert waiting.state == "resolve.approve"
+    store = SQLiteStore(db)
+    await approve(c, "r1", store=store, by="ops")
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and CALLS == [("o1", None)]
+    assert "takeover" not in [e.trigger for e in await store.events("r1")]
+
+
+class FinishedMeanwhile:
+    """A store whose run another process finishes just before this driver's lease."""
+
+    def __init__(self, inner: SQLiteStore, chart: Chart) -> None:
+        self.inner, self.chart = inner, chart
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def acquire(self, *args: Any, **kwargs: Any) -> Any:
+        await resume(self.chart, "r1", store=self.inner, model=ScriptedModel([FINISH]))
+        return await self.inner.acquire(*args, **kwargs)
+
+
+async def test_resume_returns_the_stored_run_when_another_process_finished_it(db: Path) -> None:
+    c = pay_chart(refund_tool("safe"))
+    store = SQLiteStore(db)
+    await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    got = await resume(c, "r1", store=FinishedMeanwhile(store, c),  # type: ignore[arg-type]
+                       model=ScriptedModel([]))
+    assert got == await store.load("r1") and got.state == "done"

@@ -1,0 +1,217 @@
+"""The SQLite store: its settings, its schema version, plain-SQL audits, and bad files."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from statechart import (
+    ConflictError,
+    CorruptRowError,
+    SchemaVersionError,
+    ScriptedModel,
+    SQLiteStore,
+    StoreError,
+    call,
+    drive,
+    reply,
+    resume,
+    start,
+)
+from statechart.store.schema import SCHEMA_VERSION
+from tests.engine.test_advance import chart, finish
+from tests.support.helpers import run_script
+
+pytestmark = pytest.mark.anyio
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(("durability", "synchronous"), [("process", 1), ("power", 2)])
+def test_durability_sets_wal_and_synchronous(
+    tmp_path: Path, durability: str, synchronous: int
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db", durability=durability)  # type: ignore[arg-type]
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    store.close()
+
+
+def test_an_unknown_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="use 'process' or 'power'"):
+        SQLiteStore(tmp_path / "runs.db", durability="disk")  # type: ignore[arg-type]
+
+
+def test_a_newer_schema_is_refused_and_the_file_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.execute("CREATE TABLE runs (run_id TEXT)")
+    db.commit()
+    db.close()
+    before = digest(path)
+    with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        SQLiteStore(path)
+    assert digest(path) == before
+    assert not (tmp_path / "runs.db-wal").exists()
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("these are not the runs you are looking for\n" * 100)
+    before = digest(path)
+    with pytest.raises(StoreError, match="cannot be opened as a statechart store"):
+        SQLiteStore(path)
+    assert digest(path) == before
+
+
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    db.commit()
+    db.close()
+    before = digest(path)
+    with pytest.raises(StoreError, match="SQLite database of another program"):
+        SQLiteStore(path)
+    assert digest(path) == before
+
+
+async def test_two_connections_are_fenced_by_seq(tmp_path: Path) -> None:
+    """Two processes' connections on one file: the second append at a seq conflicts."""
+    path = tmp_path / "runs.db"
+    one, two = SQLiteStore(path), SQLiteStore(path)
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=one
+    )
+    with pytest.raises(ConflictError):
+        await two.append(steps[-1])
+    assert await two.load(end.run_id) == end
+    one.close()
+    two.close()
+
+
+async def test_what_did_it_do_and_what_did_each_step_cost_is_one_query(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    rows = store._db.execute(
+        "SELECT seq, source, target, actor, tool, reason, input_tokens + output_tokens, "
+        "cost_micros FROM events WHERE run_id = ? ORDER BY seq", (end.run_id,)
+    ).fetchall()
+    assert [r[0] for r in rows] == list(range(1, end.seq + 1))
+    assert [(r[1], r[2], r[3]) for r in rows] == [
+        (s.event.source, s.event.target, s.event.actor) for s in steps
+    ]
+    assert [r[4] for r in rows] == [  # the calls a reply proposed, then each call run
+        "search_kb", "search_kb", "next_state", "next_state", "next_state", "next_state"]
+    store.close()
+
+
+async def corrupt_and_check(tmp_path: Path, sql: str, match: str) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    c = chart()
+    model = ScriptedModel([reply(call("search_kb", "c1", query="q"))])
+    run = await start(c, store=store, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(c, run.run_id, store=store, model=model)) as steps:
+        async for record in steps:
+            if record.event.seq == 2:
+                break
+    store._db.execute(sql)
+    store.close()
+    store = SQLiteStore(path)
+    counts = store._db.execute("SELECT count(*) FROM events").fetchone()
+    with pytest.raises(CorruptRowError, match=match):
+        await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert store._db.execute("SELECT count(*) FROM events").fetchone() == counts
+    store.close()
+
+
+async def test_a_truncated_snapshot_is_a_clear_error_and_nothing_changes(tmp_path: Path) -> None:
+    await corrupt_and_check(
+        tmp_path, "UPDATE runs SET snapshot = substr(snapshot, 1, 40)",
+        "runs row of run r1 is corrupt or truncated")
+
+
+async def test_a_corrupt_transcript_row_is_a_clear_error(tmp_path: Path) -> None:
+    await corrupt_and_check(
+        tmp_path, "UPDATE events SET messages = '[{\"role\": \"wizard\"}]' "
+        "WHERE messages IS NOT NULL", "transcript of run r1 at seq 1 is corrupt")
+
+
+async def test_a_corrupt_event_row_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    end, _, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    store._db.execute("UPDATE events SET body = '{\"calls\": [' WHERE seq = 1")
+    with pytest.raises(CorruptRowError, match=f"events row of run {end.run_id} at seq 1"):
+        await store.events(end.run_id)
+    store._db.execute("UPDATE events SET body = '[1, 2]' WHERE seq = 1")
+    with pytest.raises(CorruptRowError, match="not a JSON object"):
+        await store.events(end.run_id)
+    store.close()
+
+
+async def test_writes_can_run_off_the_event_loop(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db", offload=True)
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    assert end.state == "done"
+    assert await store.events(end.run_id) == [s.event for s in steps]
+    store.close()
+
+
+async def test_the_wal_is_checkpointed_off_the_hot_path(tmp_path: Path) -> None:
+    """Without the background checkpointer the WAL would only be copied back past
+    BACKSTOP_PAGES; with it, the WAL stays a few appends' worth of pages."""
+    from statechart.store.sqlite import BACKSTOP_PAGES
+
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    store._checkpointer.every = 20
+    for i in range(60):
+        await run_script(chart(), [reply(call("search_kb", "c1", query=f"q{i}")), *finish()],
+                         store=store)
+    wal = (tmp_path / "runs.db-wal").stat().st_size
+    store.close()
+    assert store._checkpointer.checkpoints >= 1
+    assert wal < BACKSTOP_PAGES * 4096 / 4
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    from statechart.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    for statement in MIGRATIONS[1]:
+        db.execute(statement)
+    db.execute("INSERT INTO charts (version, description) VALUES ('v-old', 'chart old')")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    rows = store._db.execute("SELECT version, description, source FROM charts").fetchall()
+    assert rows == [("v-old", "chart old", None)]
+    store.close()
+
+
+async def test_the_chart_source_is_kept_per_version(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    await store.save_chart("v1", "chart x", "agents/x.py:chart")
+    await store.save_chart("v1", "chart x")  # a later start without a source keeps it
+    assert await store.chart_source("v1") == "agents/x.py:chart"
+    assert await store.chart_source("v2") is None
+    store.close()

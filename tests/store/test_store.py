@@ -1,0 +1,167 @@
+"""Both stores keep the Store contract: events, snapshots, transcripts, intents, leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statechart import (
+    ConflictError,
+    LeaseHeldError,
+    LeaseLostError,
+    MemoryStore,
+    RunNotFoundError,
+    ScriptedModel,
+    SQLiteStore,
+    Store,
+    call,
+    reply,
+    start,
+)
+from statechart.engine import compiled
+from statechart.engine.replay import replay
+from tests.engine.test_advance import chart, finish
+from tests.engine.test_human import chart as approval_chart
+from tests.support.helpers import run_script
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["memory", "memory_objects", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param.startswith("memory"):
+        yield MemoryStore(encode=request.param == "memory")
+        return
+    sqlite = SQLiteStore(tmp_path / "runs.db")
+    yield sqlite
+    sqlite.close()
+
+
+async def test_both_stores_are_stores(store: Store) -> None:
+    assert isinstance(store, Store)
+
+
+async def test_transcripts_are_stored_per_visit_and_fingerprints_per_run(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    research = await store.transcript(end.run_id, 0)
+    assert [m.role for m in research] == ["assistant", "tool", "assistant", "tool"]
+    assert research[1].content == "kb:q"
+    draft_visit = next(s.event.seq for s in steps if s.event.target == "draft.think")
+    assert [m.role for m in await store.transcript(end.run_id, draft_visit)] == [
+        "assistant", "tool",
+    ]
+    assert len(await store.fingerprints(end.run_id)) == 1
+    events = await store.events(end.run_id, after=2)
+    assert [e.seq for e in events] == list(range(3, end.seq + 1))
+    assert await store.runs(status="ended") == [end]
+    assert await store.runs(chart="other") == []
+    assert await store.load(end.run_id) == end
+
+
+async def test_events_round_trip_exactly(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    assert await store.events(end.run_id) == [s.event for s in steps]
+    base = await store.base(end.run_id)
+    assert base.seq == 0
+    assert replay(compiled(chart()), base, await store.events(end.run_id)) == end
+
+
+async def test_intents_are_open_until_their_call_completes(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        approval_chart(), [reply(call("send_reply", "s1", text="hi"))], store=store
+    )
+    open_ = await store.intents(end.run_id)
+    assert [(i.call.id, i.completed) for i in open_] == [("s1", False)]
+    recorded = [s.event for s in steps if s.event.intent is not None]
+    assert [(e.intent, e.key) for e in recorded] == [("s1", open_[0].key)]
+    assert end.pending[0].key == open_[0].key
+
+
+async def test_intents_complete_with_the_seq_that_completed_them(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    (intent,) = await store.intents(end.run_id)
+    ran = next(s.event for s in steps if s.event.call is not None and s.event.call.id == "c1")
+    assert intent.completed and intent.completed_seq == ran.seq
+    assert intent.seq == ran.seq - 1 and intent.state == "research"
+
+
+async def test_unknown_run_is_a_clear_error(store: Store) -> None:
+    with pytest.raises(RunNotFoundError, match="no run missing"):
+        await store.load("missing")
+    with pytest.raises(RunNotFoundError):
+        await store.events("missing")
+    with pytest.raises(RunNotFoundError):
+        await store.acquire("missing", "me")
+
+
+async def test_a_stale_append_conflicts_and_changes_nothing(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    with pytest.raises(ConflictError, match=f"run {end.run_id}"):
+        await store.append(steps[2])
+    assert await store.load(end.run_id) == end
+    assert len(await store.events(end.run_id)) == end.seq
+
+
+async def test_a_live_lease_excludes_other_holders_until_released(store: Store) -> None:
+    end, _, _, _ = await run_script(chart(), [], store=store)
+    first = await store.acquire(end.run_id, "a", ttl=30)
+    assert not first.took_over
+    with pytest.raises(LeaseHeldError, match=f"being driven by {first.holder}"):
+        await store.acquire(end.run_id, "b", ttl=30)
+    await store.release(first)
+    second = await store.acquire(end.run_id, "b", ttl=30)
+    assert not second.took_over  # released cleanly: nothing was in flight
+
+
+async def test_an_unclean_release_or_expiry_is_a_takeover(store: Store) -> None:
+    end, _, _, _ = await run_script(chart(), [], store=store)
+    first = await store.acquire(end.run_id, "a", ttl=30)
+    await store.release(first, clean=False)
+    second = await store.acquire(end.run_id, "b", ttl=0.0)  # expires at once
+    assert second.took_over and second.previous == first.holder
+    assert first.holder.startswith("a#")
+    third = await store.acquire(end.run_id, "c", ttl=30)
+    assert third.took_over and third.previous == second.holder
+
+
+async def test_one_name_is_not_one_holder(store: Store) -> None:
+    """A restarted worker under its old name must wait like anyone else, then takes over."""
+    end, _, _, _ = await run_script(chart(), [], store=store)
+    first = await store.acquire(end.run_id, "worker", ttl=30)
+    with pytest.raises(LeaseHeldError, match=f"being driven by {first.holder}"):
+        await store.acquire(end.run_id, "worker", ttl=30)
+
+
+async def test_appending_under_a_lost_lease_is_refused(store: Store) -> None:
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    fresh = await start(chart(), store=store, model=ScriptedModel([]))
+    mine = await store.acquire(fresh.run_id, "a", ttl=0.0)
+    await store.acquire(fresh.run_id, "b", ttl=30)
+    model_step = steps[0]
+    moved = type(model_step)(
+        model_step.run.model_copy(update={"run_id": fresh.run_id}),
+        model_step.event.model_copy(update={"run_id": fresh.run_id}),
+    )
+    with pytest.raises(LeaseLostError, match="lost the lease"):
+        await store.append(moved, mine)
+    assert await store.load(fresh.run_id) == fresh
+    assert await store.events(fresh.run_id) == []
+
+
+async def test_chart_descriptions_are_kept_per_version(store: Store) -> None:
+    c = chart()
+    await run_script(c, [], store=store)
+    assert await store.chart_description(c.version) == c.describe()
+    assert await store.chart_description("nope") is None
