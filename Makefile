@@ -18,6 +18,7 @@ demo: $(BIN)/python
 lint: $(BIN)/python
 	$(BIN)/ruff check statechart tests benchmarks agents
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest
