@@ -17,6 +17,7 @@ demo: $(BIN)/python
 
 lint: $(BIN)/python
 	$(BIN)/ruff check statechart tests benchmarks agents
+	$(BIN)/ruff format --check statechart tests benchmarks agents
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

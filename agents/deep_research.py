@@ -65,21 +65,45 @@ def buy_report(report: str, idempotency_key: str) -> str:
 
 
 def acquisition() -> Chart:
-    return Chart("acquisition", context=Notes, budget=Budget(max_tool_calls=3), states=(
-        State("fetch", tools=(read_archive, buy_report), reads=("question",),
-              writes=("sources",), max_iterations=6,
-              instructions="Get the primary sources; buy a report only if needed."),
-        State("done", kind="terminal")), edges=(Edge("fetch", "done"),))
+    return Chart(
+        "acquisition",
+        context=Notes,
+        budget=Budget(max_tool_calls=3),
+        states=(
+            State(
+                "fetch",
+                tools=(read_archive, buy_report),
+                reads=("question",),
+                writes=("sources",),
+                max_iterations=6,
+                instructions="Get the primary sources; buy a report only if needed.",
+            ),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("fetch", "done"),),
+    )
 
 
 def investigation() -> Chart:
-    return Chart("investigation", context=Notes,
-                 budget=Budget(max_steps=40, max_tool_calls=8), states=(
-        State("survey", tools=(search,), reads=("question",), writes=("findings",),
-              max_iterations=5, max_calls={"search": 3},
-              instructions="Survey what is known; note the findings."),
-        State("sources", kind="chart", chart=acquisition, exits={"done": "done"}),
-        State("done", kind="terminal")), edges=(Edge("survey", "sources"),))
+    return Chart(
+        "investigation",
+        context=Notes,
+        budget=Budget(max_steps=40, max_tool_calls=8),
+        states=(
+            State(
+                "survey",
+                tools=(search,),
+                reads=("question",),
+                writes=("findings",),
+                max_iterations=5,
+                max_calls={"search": 3},
+                instructions="Survey what is known; note the findings.",
+            ),
+            State("sources", kind="chart", chart=acquisition, exits={"done": "done"}),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("survey", "sources"),),
+    )
 
 
 chart = Chart(
@@ -87,12 +111,25 @@ chart = Chart(
     context=Notes,
     budget=Budget(max_steps=80, max_tokens=20_000),
     states=(
-        State("scope", reads=("topic",), writes=("question",),
-              instructions="Turn the topic into one answerable question."),
-        State("explore", kind="chart", chart=investigation, exits={"done": "report"},
-              on_exhausted="report"),
-        State("report", reads=("question", "findings", "sources"), writes=("answer",),
-              instructions="Answer the question from the findings and sources."),
+        State(
+            "scope",
+            reads=("topic",),
+            writes=("question",),
+            instructions="Turn the topic into one answerable question.",
+        ),
+        State(
+            "explore",
+            kind="chart",
+            chart=investigation,
+            exits={"done": "report"},
+            on_exhausted="report",
+        ),
+        State(
+            "report",
+            reads=("question", "findings", "sources"),
+            writes=("answer",),
+            instructions="Answer the question from the findings and sources.",
+        ),
         State("done", kind="terminal"),
     ),
     edges=(Edge("scope", "explore"), Edge("report", "done")),
@@ -107,24 +144,28 @@ def demo_policy(request: Request) -> Reply:
     state = request.state.rsplit(".", 1)[-1]
     if state == "scope":
         topic = request.context.get("topic", "the topic")
-        return reply(call("next_state", target="explore",
-                          question=f"How common is {topic}?"), usage=USAGE)
+        return reply(
+            call("next_state", target="explore", question=f"How common is {topic}?"), usage=USAGE
+        )
     if state == "survey":
         if "s1" not in done:
-            return reply(call("search", "s1", query=str(request.context.get("question"))),
-                         usage=USAGE)
-        return reply(call("next_state", target="sources", findings="rising, per a report"),
-                     usage=USAGE)
+            return reply(
+                call("search", "s1", query=str(request.context.get("question"))), usage=USAGE
+            )
+        return reply(
+            call("next_state", target="sources", findings="rising, per a report"), usage=USAGE
+        )
     if state == "fetch":
         if "a1" not in done:
-            return reply(call("read_archive", "a1", document="industry-report-2026"),
-                         usage=USAGE)
+            return reply(call("read_archive", "a1", document="industry-report-2026"), usage=USAGE)
         if "b1" not in done:
             return reply(call("buy_report", "b1", report="industry-report-2026"), usage=USAGE)
-        return reply(call("next_state", target="done", sources="archive + purchased report"),
-                     usage=USAGE)
-    return reply(call("next_state", target="done", answer="Up 12% a year, per the report."),
-                 usage=USAGE)
+        return reply(
+            call("next_state", target="done", sources="archive + purchased report"), usage=USAGE
+        )
+    return reply(
+        call("next_state", target="done", answer="Up 12% a year, per the report."), usage=USAGE
+    )
 
 
 def demo_model(spec: str = "demo:deep_research") -> FunctionModel:

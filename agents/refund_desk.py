@@ -42,22 +42,26 @@ from statechart.models import register
 
 ORDERS = {"A-7": {"customer": "acme", "amount_cents": 2000, "status": "charged twice"}}
 BANK = os.environ.get("REFUND_DESK_BANK") or str(
-    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("refund_bank.db"))
+    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("refund_bank.db")
+)
 """The payments API's ledger, a SQLite file of its own: one refund per idempotency key."""
 
 
 def _bank() -> sqlite3.Connection:
     db = sqlite3.connect(BANK, isolation_level=None)
-    db.execute("CREATE TABLE IF NOT EXISTS refunds (key TEXT PRIMARY KEY, order_id TEXT, "
-               "amount_cents INTEGER)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS refunds (key TEXT PRIMARY KEY, order_id TEXT, "
+        "amount_cents INTEGER)"
+    )
     return db
 
 
 def refunds(order_id: str) -> list[tuple[str, int]]:
     """(idempotency key, amount) of every refund the bank issued for an order."""
     with closing(_bank()) as db:
-        return db.execute("SELECT key, amount_cents FROM refunds WHERE order_id=?",
-                          (order_id,)).fetchall()
+        return db.execute(
+            "SELECT key, amount_cents FROM refunds WHERE order_id=?", (order_id,)
+        ).fetchall()
 
 
 class Ticket(BaseModel):
@@ -77,10 +81,13 @@ def lookup_order(order_id: str) -> dict[str, object]:
 def issue_refund(order_id: str, amount_cents: int, idempotency_key: str) -> str:
     """Refund an order through the payments API (deduplicated by idempotency key)."""
     with closing(_bank()) as db:
-        db.execute("INSERT OR IGNORE INTO refunds VALUES (?, ?, ?)",
-                   (idempotency_key, order_id, amount_cents))
-        amount, order = db.execute("SELECT amount_cents, order_id FROM refunds WHERE key=?",
-                                   (idempotency_key,)).fetchone()
+        db.execute(
+            "INSERT OR IGNORE INTO refunds VALUES (?, ?, ?)",
+            (idempotency_key, order_id, amount_cents),
+        )
+        amount, order = db.execute(
+            "SELECT amount_cents, order_id FROM refunds WHERE key=?", (idempotency_key,)
+        ).fetchone()
     return f"refund {idempotency_key[:8]} of {amount} cents on {order}"
 
 
@@ -97,24 +104,45 @@ chart = Chart(
     context=Ticket,
     budget=Budget(max_steps=40, max_tokens=20_000, max_cost_micros=100_000),
     states=(
-        State("classify", reads=("order_id",), writes=("category",), max_iterations=2,
-              instructions="Classify the request: billing, technical, account or unknown."),
-        State("gather", tools=(lookup_order,), reads=("order_id",), writes=("facts",),
-              max_iterations=4, instructions="Collect the facts a refund decision needs."),
-        State("resolve", tools=(issue_refund,), reads=("order_id", "facts"),
-              writes=("resolution",), max_visits=2,
-              instructions="Refund the order if the facts justify it."),
+        State(
+            "classify",
+            reads=("order_id",),
+            writes=("category",),
+            max_iterations=2,
+            instructions="Classify the request: billing, technical, account or unknown.",
+        ),
+        State(
+            "gather",
+            tools=(lookup_order,),
+            reads=("order_id",),
+            writes=("facts",),
+            max_iterations=4,
+            instructions="Collect the facts a refund decision needs.",
+        ),
+        State(
+            "resolve",
+            tools=(issue_refund,),
+            reads=("order_id", "facts"),
+            writes=("resolution",),
+            max_visits=2,
+            instructions="Refund the order if the facts justify it.",
+        ),
         State("verify", kind="code", handler=verify, writes=("resolution",)),
         State("done", kind="terminal"),
         State("failed", kind="terminal"),
         State("needs_human", kind="terminal"),
     ),
     edges=(
-        Edge("classify", "gather"), Edge("classify", "resolve"),
+        Edge("classify", "gather"),
+        Edge("classify", "resolve"),
         Edge("classify", "needs_human"),
-        Edge("gather", "resolve"), Edge("gather", "needs_human"), Edge("gather", "failed"),
-        Edge("resolve", "verify"), Edge("resolve", "failed"),
-        Edge("verify", "done"), Edge("verify", "resolve", max_traversals=1),
+        Edge("gather", "resolve"),
+        Edge("gather", "needs_human"),
+        Edge("gather", "failed"),
+        Edge("resolve", "verify"),
+        Edge("resolve", "failed"),
+        Edge("verify", "done"),
+        Edge("verify", "resolve", max_traversals=1),
         Edge("verify", "failed"),
     ),
 )
@@ -131,11 +159,11 @@ def demo_policy(request: Request) -> Reply:
     if request.state == "gather":
         if "lookup" not in done:
             return reply(call("lookup_order", "lookup", order_id=order), usage=USAGE)
-        return reply(call("next_state", target="resolve", facts="charged twice; 2000 cents"),
-                     usage=USAGE)
+        return reply(
+            call("next_state", target="resolve", facts="charged twice; 2000 cents"), usage=USAGE
+        )
     if "refund" not in done:
-        return reply(call("issue_refund", "refund", order_id=order, amount_cents=2000),
-                     usage=USAGE)
+        return reply(call("issue_refund", "refund", order_id=order, amount_cents=2000), usage=USAGE)
     return reply(call("next_state", target="verify", resolution="refund issued"), usage=USAGE)
 
 

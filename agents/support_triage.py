@@ -47,7 +47,8 @@ from statechart.models import register
 
 FIXTURE = Path(__file__).with_name("helpdesk.json")
 HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK") or str(
-    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("helpdesk.db"))
+    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("helpdesk.db")
+)
 """The helpdesk: a SQLite file of tickets, knowledge-base articles, accounts and sent
 replies, created from `helpdesk.json` the first time it is opened."""
 OUTBOX: list[str] = []
@@ -69,8 +70,10 @@ def helpdesk() -> sqlite3.Connection:
         db.execute("BEGIN")
         db.executemany("INSERT INTO tickets VALUES (:id, :customer, :text)", data["tickets"])
         db.executemany("INSERT INTO articles VALUES (:id, :keyword, :body)", data["articles"])
-        db.executemany("INSERT INTO accounts VALUES (:customer, :plan, :open_invoices, "
-                       ":refunds_this_year)", data["accounts"])
+        db.executemany(
+            "INSERT INTO accounts VALUES (:customer, :plan, :open_invoices, :refunds_this_year)",
+            data["accounts"],
+        )
         db.execute("COMMIT")
     return db
 
@@ -89,18 +92,19 @@ class Ticket(BaseModel):
 def fetch_ticket(ticket_id: str) -> str:
     """Load a ticket by id."""
     with closing(helpdesk()) as db:
-        found = db.execute("SELECT customer, text FROM tickets WHERE id=?",
-                           (ticket_id,)).fetchone()
-    return json.dumps({"customer": found[0], "text": found[1]}) if found else \
-        f"no ticket {ticket_id}"
+        found = db.execute("SELECT customer, text FROM tickets WHERE id=?", (ticket_id,)).fetchone()
+    return (
+        json.dumps({"customer": found[0], "text": found[1]}) if found else f"no ticket {ticket_id}"
+    )
 
 
 @tool(retry="safe")
 def search_kb(query: str) -> str:
     """Search the knowledge base."""
     with closing(helpdesk()) as db:
-        hits = db.execute("SELECT body FROM articles WHERE instr(lower(?), keyword) > 0 "
-                          "ORDER BY id", (query,)).fetchall()
+        hits = db.execute(
+            "SELECT body FROM articles WHERE instr(lower(?), keyword) > 0 ORDER BY id", (query,)
+        ).fetchall()
     return "\n".join(body for (body,) in hits) or "no articles found"
 
 
@@ -109,8 +113,10 @@ def lookup_account(customer: str) -> str:
     """Look up a customer's account."""
     with closing(helpdesk()) as db:
         db.row_factory = sqlite3.Row
-        found = db.execute("SELECT plan, open_invoices, refunds_this_year FROM accounts "
-                           "WHERE customer=?", (customer,)).fetchone()
+        found = db.execute(
+            "SELECT plan, open_invoices, refunds_this_year FROM accounts WHERE customer=?",
+            (customer,),
+        ).fetchone()
     return json.dumps(dict(found) if found else {})
 
 
@@ -148,16 +154,33 @@ chart = Chart(
     context=Ticket,
     budget=Budget(max_steps=60, max_tokens=50_000, max_cost_micros=200_000),
     states=(
-        State("intake", tools=(fetch_ticket,), reads=("ticket_id",), writes=("ticket",),
-              instructions="Load the ticket, then summarise it into `ticket`."),
-        State("research", tools=(search_kb, lookup_account), reads=("ticket",),
-              writes=("findings",), max_visits=3, max_calls={"search_kb": 3},
-              instructions="Find what policy applies; record it in `findings`."),
-        State("draft", tools=(draft_reply,), reads=("ticket", "findings"), writes=("draft",),
-              instructions="Draft a reply citing the article you relied on."),
+        State(
+            "intake",
+            tools=(fetch_ticket,),
+            reads=("ticket_id",),
+            writes=("ticket",),
+            instructions="Load the ticket, then summarise it into `ticket`.",
+        ),
+        State(
+            "research",
+            tools=(search_kb, lookup_account),
+            reads=("ticket",),
+            writes=("findings",),
+            max_visits=3,
+            max_calls={"search_kb": 3},
+            instructions="Find what policy applies; record it in `findings`.",
+        ),
+        State(
+            "draft",
+            tools=(draft_reply,),
+            reads=("ticket", "findings"),
+            writes=("draft",),
+            instructions="Draft a reply citing the article you relied on.",
+        ),
         State("review", kind="code", handler=policy_check, writes=("review_passed",)),
-        State("send", tools=(send_reply,), reads=("draft",),
-              instructions="Send the approved draft."),
+        State(
+            "send", tools=(send_reply,), reads=("draft",), instructions="Send the approved draft."
+        ),
         State("done", kind="terminal"),
     ),
     edges=(
@@ -176,8 +199,7 @@ def demo_policy(request: Request) -> Reply:
     """The offline stand-in: a fixed, sensible path through the chart."""
     done = {m.tool_call_id for m in request.transcript if m.role == "tool"}
     used = [c.name for m in request.transcript for c in m.tool_calls if c.id in done]
-    usage = Usage(input_tokens=120 + 40 * len(request.transcript), output_tokens=30,
-                  cost_micros=90)
+    usage = Usage(input_tokens=120 + 40 * len(request.transcript), output_tokens=30, cost_micros=90)
 
     def say(name: str, **args: Any) -> Reply:
         return reply(call(name, **args), usage=usage)
@@ -197,8 +219,10 @@ def demo_policy(request: Request) -> Reply:
             return say("lookup_account", customer="acme")
         return say("next_state", target="draft", findings=request.transcript[1].content)
     if state == "draft":
-        text = ("Sorry for the double charge. Per KB-12 we refund duplicate charges within "
-                "5 days after verification; we have started that for you.")
+        text = (
+            "Sorry for the double charge. Per KB-12 we refund duplicate charges within "
+            "5 days after verification; we have started that for you."
+        )
         if "draft_reply" not in used:
             return say("draft_reply", text=text)
         return say("next_state", target="review", draft=text)
@@ -235,16 +259,21 @@ async def main(db: str = "statechart.db") -> None:
         note = e.refused or e.reason or called
         print(f"{e.seq:>3}  {e.actor:<6} {move:<44} {note}")
     spent = run.ledger[""]
-    print(f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
-          f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}")
+    print(
+        f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
+        f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}"
+    )
     print(f"sent: {OUTBOX}")
-    print(f"stored in {db}; its audit timeline: .venv/bin/statechart show {run.run_id}"
-          + (f" --db {db}" if db != "statechart.db" else ""))
+    print(
+        f"stored in {db}; its audit timeline: .venv/bin/statechart show {run.run_id}"
+        + (f" --db {db}" if db != "statechart.db" else "")
+    )
     if provider is not None:
         provider.shutdown()
         trace_id = run.trace.get("traceparent", "").split("-")[1:2]
-        print(f"trace: {''.join(trace_id)} (Jaeger: http://localhost:16686/trace/"
-              f"{''.join(trace_id)})")
+        print(
+            f"trace: {''.join(trace_id)} (Jaeger: http://localhost:16686/trace/{''.join(trace_id)})"
+        )
     store.close()
 
 

@@ -73,10 +73,21 @@ LOOP_KINDS = ("memory", "process", "process_offload", "power", "power_offload")
 TICK = 0.001
 DASH = "\u2013"
 BYTES_ROWS = (  # what the report shows; the JSON has every store and counter
-    ("process_new_file", ("wchar_run", "write_bytes_run", "wchar_total", "write_bytes_total",
-                          "files_before_checkpoint", "main_after_checkpoint")),
-    ("process", ("wchar_total", "write_bytes_total", "files_before_checkpoint",
-                 "main_after_checkpoint")),
+    (
+        "process_new_file",
+        (
+            "wchar_run",
+            "write_bytes_run",
+            "wchar_total",
+            "write_bytes_total",
+            "files_before_checkpoint",
+            "main_after_checkpoint",
+        ),
+    ),
+    (
+        "process",
+        ("wchar_total", "write_bytes_total", "files_before_checkpoint", "main_after_checkpoint"),
+    ),
     ("power_new_file", ("write_bytes_total",)),
 )
 FLAT_KEYS = ("wchar_total", "write_bytes_total", "main_after_checkpoint")
@@ -106,8 +117,13 @@ def make_chart(steps: int) -> sc.Chart:
     return sc.Chart(
         "durable",
         states=(
-            sc.State("work", tools=(FETCH,), writes=("note",), max_iterations=calls + 2,
-                     max_calls={"fetch": calls + 1}),
+            sc.State(
+                "work",
+                tools=(FETCH,),
+                writes=("note",),
+                max_iterations=calls + 2,
+                max_calls={"fetch": calls + 1},
+            ),
             sc.State("done", kind="terminal"),
         ),
         edges=(sc.Edge("work", "done"),),
@@ -222,15 +238,21 @@ async def driven_once(kind: str, steps: int, workdir: Path) -> list[dict[str, An
     store = open_store(kind, path)
     if not isinstance(store, sc.SQLiteStore):
         return [await measured_run(store, path, steps, last=True)]
-    out = [await measured_run(store, path, steps, last=False),
-           await measured_run(store, path, steps, last=True)]
+    out = [
+        await measured_run(store, path, steps, last=False),
+        await measured_run(store, path, steps, last=True),
+    ]
     store.close()
     remove_db(path)
     return out
 
 
 async def measured_run(
-    store: sc.MemoryStore | sc.SQLiteStore, path: Path, steps: int, *, last: bool,
+    store: sc.MemoryStore | sc.SQLiteStore,
+    path: Path,
+    steps: int,
+    *,
+    last: bool,
 ) -> dict[str, Any]:
     """µs per transition of `run_to_end`; on SQLite, also the bytes it wrote.
 
@@ -283,7 +305,7 @@ async def per_transition(sizes: Iterable[int], repeats: int, workdir: Path) -> d
             await driven_once(kind, min(steps, 200), workdir)
         us[steps], written[steps] = {"floor": []}, {}
         for i in range(repeats):
-            for kind in KINDS[i % len(KINDS):] + KINDS[:i % len(KINDS)]:
+            for kind in KINDS[i % len(KINDS) :] + KINDS[: i % len(KINDS)]:
                 found = await driven_once(kind, steps, workdir)
                 names = [kind] if len(found) == 1 else [f"{kind}_new_file", kind]
                 for name, sample in zip(names, found, strict=True):
@@ -327,12 +349,14 @@ async def wal_pages(steps: int, workdir: Path) -> dict[str, float]:
     (size,) = struct.unpack(">I", wal[8:12])
     counts: dict[str, int] = {}
     for offset in range(32, len(wal) - 23, size + 24):
-        (page,) = struct.unpack(">I", wal[offset:offset + 4])
+        (page,) = struct.unpack(">I", wal[offset : offset + 4])
         name = "header" if page == 1 else names.get(page, "other")
         counts[name] = counts.get(name, 0) + 1
     n = end.seq - run.seq
-    return {"total": r(sum(counts.values()) / n),
-            **{k: r(v / n) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}}
+    return {
+        "total": r(sum(counts.values()) / n),
+        **{k: r(v / n) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])},
+    }
 
 
 # -- many runs in one event loop -----------------------------------------------------------
@@ -348,7 +372,11 @@ async def ticker(done: anyio.Event, late: list[float]) -> None:
 
 
 async def loop_once(
-    kind: str, runs: int, steps: int, latency: float, workdir: Path,
+    kind: str,
+    runs: int,
+    steps: int,
+    latency: float,
+    workdir: Path,
 ) -> dict[str, float]:
     """`runs` concurrent runs on one store in one event loop, each model call `latency` away."""
     chart = chart_for(steps)
@@ -391,7 +419,11 @@ async def loop_once(
 
 
 async def concurrency(
-    runs: int, steps: int, latencies: list[float], repeats: int, workdir: Path,
+    runs: int,
+    steps: int,
+    latencies: list[float],
+    repeats: int,
+    workdir: Path,
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
     """`loop_once` for every store kind at every model latency, interleaved."""
     out: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -400,7 +432,7 @@ async def concurrency(
         for kind in LOOP_KINDS:  # warm-up
             await loop_once(kind, 2, 20, latency, workdir)
         for i in range(repeats):
-            for kind in LOOP_KINDS[i % len(LOOP_KINDS):] + LOOP_KINDS[:i % len(LOOP_KINDS)]:
+            for kind in LOOP_KINDS[i % len(LOOP_KINDS) :] + LOOP_KINDS[: i % len(LOOP_KINDS)]:
                 for key, value in (await loop_once(kind, runs, steps, latency, workdir)).items():
                     found[kind].setdefault(key, []).append(value)
     return out
@@ -525,32 +557,42 @@ def summarize(timed: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     durable = [k for k in timed["us"][sizes[0]] if k not in ("floor", "memory")]
     for steps in sizes:
         rounds = timed["us"][steps]
-        us_out[str(steps)] = {k: {**spread(v), "rounds": [r(x) for x in v]}
-                              for k, v in rounds.items()}
+        us_out[str(steps)] = {
+            k: {**spread(v), "rounds": [r(x) for x in v]} for k, v in rounds.items()
+        }
         ratios[str(steps)] = {
             f"{k}_to_{base}": spread([a / b for a, b in zip(rounds[k], rounds[base], strict=True)])
-            for k in durable for base in ("memory", "floor")
+            for k in durable
+            for base in ("memory", "floor")
         }
     written: dict[str, Any] = {}
     flat: dict[str, Any] = {}
     first, last = str(sizes[0]), str(sizes[-1])
     for kind in durable:
-        written[kind] = {str(s): {key: spread(v, 0) for key, v in timed["bytes"][s][kind].items()}
-                         for s in sizes}
-        flat[kind] = {key: r(written[kind][last][key]["median"]
-                             / written[kind][first][key]["median"])
-                      if written[kind][first][key]["median"] else None
-                      for key in written[kind][first]}
-    return {"us_per_transition": us_out, "ratios": ratios, "bytes_per_transition": written,
-            "bytes_ratio_longest_to_shortest": flat}
+        written[kind] = {
+            str(s): {key: spread(v, 0) for key, v in timed["bytes"][s][kind].items()} for s in sizes
+        }
+        flat[kind] = {
+            key: r(written[kind][last][key]["median"] / written[kind][first][key]["median"])
+            if written[kind][first][key]["median"]
+            else None
+            for key in written[kind][first]
+        }
+    return {
+        "us_per_transition": us_out,
+        "ratios": ratios,
+        "bytes_per_transition": written,
+        "bytes_ratio_longest_to_shortest": flat,
+    }
 
 
 def loop_summary(loop: dict[str, Any]) -> dict[str, Any]:
     """Spreads per latency and store, and offload's wall time over the same store's without."""
     out: dict[str, Any] = {}
     for label, kinds in loop.items():
-        found: dict[str, Any] = {k: {key: spread(v, 3) for key, v in f.items()}
-                                 for k, f in kinds.items()}
+        found: dict[str, Any] = {
+            k: {key: spread(v, 3) for key, v in f.items()} for k, f in kinds.items()
+        }
         found["offload_wall_ratio"] = {
             d: r(found[f"{d}_offload"]["wall_s"]["median"] / found[d]["wall_s"]["median"])
             for d in SQLITE_KINDS
@@ -574,22 +616,31 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "machine": machine_info(workdir),
         "note": "side by side on a possibly shared machine: compare ratios, not absolute µs",
         "settings": {
-            "sizes": sizes, "repeats": args.repeats, "result_chars": RESULT_CHARS,
-            "concurrency": {"runs": args.runs, "steps": args.run_steps,
-                            "model_latency_s": args.latency, "tick_s": TICK},
+            "sizes": sizes,
+            "repeats": args.repeats,
+            "result_chars": RESULT_CHARS,
+            "concurrency": {
+                "runs": args.runs,
+                "steps": args.run_steps,
+                "model_latency_s": args.latency,
+                "tick_s": TICK,
+            },
         },
         **out,
         "wal_pages_per_transition": pages,
         "concurrency": loop_summary(loop),
-        "resume_ms": {str(s): {key: spread(v, 3) for key, v in found.items()}
-                      for s, found in resumed.items()},
+        "resume_ms": {
+            str(s): {key: spread(v, 3) for key, v in found.items()} for s, found in resumed.items()
+        },
         "targets": {
             "process_us_per_transition": TARGET_PROCESS_US,
             "process_us_met": process_us <= TARGET_PROCESS_US,
             "bytes_flat_within": TARGET_FLAT,
             "bytes_flat_met": {
-                kind: {k: flat[kind][k] is not None and abs(flat[kind][k] - 1) <= TARGET_FLAT
-                       for k in FLAT_KEYS}
+                kind: {
+                    k: flat[kind][k] is not None and abs(flat[kind][k] - 1) <= TARGET_FLAT
+                    for k in FLAT_KEYS
+                }
                 for kind in ("process_new_file", "process")
             },
         },
@@ -606,11 +657,22 @@ def markdown(res: dict[str, Any]) -> str:
     head = "| | " + " | ".join(f"{s} steps" for s in sizes) + " |\n|---|" + "---|" * len(sizes)
     us, ratios = res["us_per_transition"], res["ratios"]
     lines = ["µs per transition", "", head]
-    for kind in ("floor", "memory", "process", "process_new_file", "process_offload", "power",
-                 "power_new_file"):
+    for kind in (
+        "floor",
+        "memory",
+        "process",
+        "process_new_file",
+        "process_offload",
+        "power",
+        "power_new_file",
+    ):
         lines.append(f"| {kind} | " + " | ".join(fmt(us[s][kind], 1) for s in sizes) + " |")
-    for key in ("process_to_memory", "process_to_floor", "process_offload_to_memory",
-                "power_to_memory"):
+    for key in (
+        "process_to_memory",
+        "process_to_floor",
+        "process_offload_to_memory",
+        "power_to_memory",
+    ):
         lines.append(f"| {key} | " + " | ".join(fmt(ratios[s][key], 2) for s in sizes) + " |")
     lines += ["", "bytes per transition", "", head.replace("| |", "| store, measure |", 1)]
     for kind, keys in BYTES_ROWS:
@@ -619,27 +681,44 @@ def markdown(res: dict[str, Any]) -> str:
             cells = " | ".join(fmt(found[s][key]) for s in sizes)
             lines.append(f"| {kind}, {key} | {cells} |")
     pages = res["wal_pages_per_transition"]
-    lines += ["", "WAL frames (pages) written per transition, by table (process, new file)", "",
-              head.replace("| |", "| table |", 1)]
+    lines += [
+        "",
+        "WAL frames (pages) written per transition, by table (process, new file)",
+        "",
+        head.replace("| |", "| table |", 1),
+    ]
     for name in pages[sizes[-1]]:
-        lines.append(f"| {name} | " + " | ".join(f"{pages[s].get(name, 0):.2f}" for s in sizes)
-                     + " |")
+        lines.append(
+            f"| {name} | " + " | ".join(f"{pages[s].get(name, 0):.2f}" for s in sizes) + " |"
+        )
     c = res["settings"]["concurrency"]
     for label, kinds in res["concurrency"].items():
-        lines += ["", f"{c['runs']} runs of {c['steps']} steps in one event loop, model latency "
-                  f"{label}; offload wall / without: {kinds['offload_wall_ratio']}", "",
-                  "| store | wall s | transitions/s | max stall ms | p99 stall ms |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"{c['runs']} runs of {c['steps']} steps in one event loop, model latency "
+            f"{label}; offload wall / without: {kinds['offload_wall_ratio']}",
+            "",
+            "| store | wall s | transitions/s | max stall ms | p99 stall ms |",
+            "|---|---|---|---|---|",
+        ]
         for kind in LOOP_KINDS:
             f = kinds[kind]
-            lines.append(f"| {kind} | {fmt(f['wall_s'], 3)} | {fmt(f['transitions_per_s'])} "
-                         f"| {fmt(f['max_stall_ms'], 2)} | {fmt(f['p99_stall_ms'], 2)} |")
-    lines += ["", "resume (ms)", "",
-              "| stopped at | open | load | load_session | events | to first step |",
-              "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {kind} | {fmt(f['wall_s'], 3)} | {fmt(f['transitions_per_s'])} "
+                f"| {fmt(f['max_stall_ms'], 2)} | {fmt(f['p99_stall_ms'], 2)} |"
+            )
+    lines += [
+        "",
+        "resume (ms)",
+        "",
+        "| stopped at | open | load | load_session | events | to first step |",
+        "|---|---|---|---|---|---|",
+    ]
     for steps, found in res["resume_ms"].items():
-        cells = " | ".join(fmt(found[k], 2) for k in
-                           ("open_ms", "load_ms", "load_session_ms", "events_ms", "first_step_ms"))
+        cells = " | ".join(
+            fmt(found[k], 2)
+            for k in ("open_ms", "load_ms", "load_session_ms", "events_ms", "first_step_ms")
+        )
         lines.append(f"| {steps} | {cells} |")
     return "\n".join(lines)
 
@@ -667,13 +746,19 @@ def profile(steps: int, workdir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200, 2000],
-                        help="run lengths in transitions")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[20, 200, 2000], help="run lengths in transitions"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each figure")
     parser.add_argument("--runs", type=int, default=50, help="concurrent runs in one loop")
     parser.add_argument("--run-steps", type=int, default=200, help="transitions per such run")
-    parser.add_argument("--latency", type=float, nargs="+", default=[0.002, 0.02],
-                        help="model latencies of the concurrent runs, seconds")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        nargs="+",
+        default=[0.002, 0.02],
+        help="model latencies of the concurrent runs, seconds",
+    )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--profile", action="store_true", help="cProfile to stderr")
     parser.add_argument("--dir", type=Path, default=None, help="where the databases go")

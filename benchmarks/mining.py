@@ -51,9 +51,17 @@ def main() -> None:
     repeats = args.repeats or (2 if args.quick else 5)
     runs = round(steps / STEPS_PER_RUN)
     scale = runs / 1200
-    sets = [synthetic_traces(runs, seed=seed, repeated=round(14 * scale),
-                             unreviewed=round(9 * scale), early_drafts=round(3 * scale),
-                             redraft=0.05 if seed == 0 else 0.2) for seed in (0, 1)]
+    sets = [
+        synthetic_traces(
+            runs,
+            seed=seed,
+            repeated=round(14 * scale),
+            unreviewed=round(9 * scale),
+            early_drafts=round(3 * scale),
+            redraft=0.05 if seed == 0 else 0.2,
+        )
+        for seed in (0, 1)
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "traces.jsonl"
         write_jsonl(sets[0].traces, path)
@@ -69,17 +77,34 @@ def main() -> None:
     shadowing, refused = timed(lambda: replay_all(namespace["chart"], list(traces)), 1)
     drifting, found = timed(lambda: drift(sets[0].traces, sets[1].traces), repeats)
     report = {
-        "machine": {"nproc": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_1m": os.getloadavg()[0]},
-        "steps": total_steps, "runs": len(traces), "jsonl_bytes": size, "repeats": repeats,
-        "seconds": {"read_jsonl": read, "mine_label": by_label, "mine_tool": by_tool,
-                    "read_and_mine": both, "propose": proposing, "shadow_replay_all": shadowing,
-                    "drift_two_sets": drifting},
-        "us_per_step": {"read_and_mine": both["median"] / total_steps * 1e6,
-                        "shadow_replay_all": shadowing["median"] / total_steps * 1e6},
-        "found": {"rare_edges": len(mined.rare), "repeats": len(mined.repeats),
-                  "shadow_flagged": sum(1 for v in refused.values() if v),
-                  "drift_flagged": [(e.source, e.target) for e in found.flagged]},
+        "machine": {
+            "nproc": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_1m": os.getloadavg()[0],
+        },
+        "steps": total_steps,
+        "runs": len(traces),
+        "jsonl_bytes": size,
+        "repeats": repeats,
+        "seconds": {
+            "read_jsonl": read,
+            "mine_label": by_label,
+            "mine_tool": by_tool,
+            "read_and_mine": both,
+            "propose": proposing,
+            "shadow_replay_all": shadowing,
+            "drift_two_sets": drifting,
+        },
+        "us_per_step": {
+            "read_and_mine": both["median"] / total_steps * 1e6,
+            "shadow_replay_all": shadowing["median"] / total_steps * 1e6,
+        },
+        "found": {
+            "rare_edges": len(mined.rare),
+            "repeats": len(mined.repeats),
+            "shadow_flagged": sum(1 for v in refused.values() if v),
+            "drift_flagged": [(e.source, e.target) for e in found.flagged],
+        },
         "target": {"read_and_mine_s": TARGET_S, "met": both["median"] < TARGET_S},
     }
     out = Path(__file__).parent / "results"

@@ -50,20 +50,36 @@ from side_common import HERE, machine, versions
 
 DEFAULT_OUT = HERE / "results" / "run_all.json"
 FULL: dict[str, Any] = {
-    "memory_sizes": [20, 200, 2000], "memory_repeats": 5,
-    "durable_sizes": [20, 200, 2000], "durable_repeats": 5, "durable_repeats_2000": 3,
+    "memory_sizes": [20, 200, 2000],
+    "memory_repeats": 5,
+    "durable_sizes": [20, 200, 2000],
+    "durable_repeats": 5,
+    "durable_repeats_2000": 3,
     "bytes_repeats": 2,
-    "resume_at": 2000, "resume_repeats": 5,
-    "concurrent_runs": 10000, "concurrent_repeats": 3,
-    "latency_s": 0.02, "tracing_steps": 1000, "tracing_rounds": 5, "tracing_repeats": 3,
+    "resume_at": 2000,
+    "resume_repeats": 5,
+    "concurrent_runs": 10000,
+    "concurrent_repeats": 3,
+    "latency_s": 0.02,
+    "tracing_steps": 1000,
+    "tracing_rounds": 5,
+    "tracing_repeats": 3,
 }
 QUICK: dict[str, Any] = {
-    "memory_sizes": [20, 200], "memory_repeats": 3,
-    "durable_sizes": [20, 200], "durable_repeats": 3, "durable_repeats_2000": 1,
+    "memory_sizes": [20, 200],
+    "memory_repeats": 3,
+    "durable_sizes": [20, 200],
+    "durable_repeats": 3,
+    "durable_repeats_2000": 1,
     "bytes_repeats": 1,
-    "resume_at": 200, "resume_repeats": 3,
-    "concurrent_runs": 500, "concurrent_repeats": 1,
-    "latency_s": 0.02, "tracing_steps": 1000, "tracing_rounds": 2, "tracing_repeats": 1,
+    "resume_at": 200,
+    "resume_repeats": 3,
+    "concurrent_runs": 500,
+    "concurrent_repeats": 1,
+    "latency_s": 0.02,
+    "tracing_steps": 1000,
+    "tracing_rounds": 2,
+    "tracing_repeats": 1,
 }
 
 
@@ -72,23 +88,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON result")
     parser.add_argument("--dir", type=Path, default=None, help="where the databases go")
-    parser.add_argument("--only", nargs="+", default=None,
-                        choices=["memory", "durable", "resume", "concurrency", "tracing"],
-                        help="run only these figures")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        choices=["memory", "durable", "resume", "concurrency", "tracing"],
+        help="run only these figures",
+    )
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
     only = set(args.only or ["memory", "durable", "resume", "concurrency", "tracing"])
-    command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "") + (
-        f" --only {' '.join(args.only)}" if args.only else "")
+    command = (
+        "python benchmarks/run_all.py"
+        + (" --quick" if args.quick else "")
+        + (f" --only {' '.join(args.only)}" if args.only else "")
+    )
     workdir = Path(tempfile.mkdtemp(prefix="statechart-side-", dir=args.dir))
     t0 = time.perf_counter()
     result: dict[str, Any] = {
         "benchmark": "side by side: statechart, a plain loop, LangGraph",
-        "command": command, "quick": args.quick, "machine_before": machine(),
-        "versions": versions(), "settings": settings,
+        "command": command,
+        "quick": args.quick,
+        "machine_before": machine(),
+        "versions": versions(),
+        "settings": settings,
         "workdir_filesystem": filesystem(workdir),
         "note": "contenders interleaved round by round on a possibly shared machine: "
-                "compare the ratios of the same run, not absolute µs between runs",
+        "compare the ratios of the same run, not absolute µs between runs",
     }
     try:
         if "memory" in only:

@@ -44,8 +44,11 @@ def rotated(names: tuple[str, ...] | list[str], i: int) -> list[str]:
 
 def ratios(rounds: dict[str, list[float]], base: str) -> dict[str, Any]:
     """Per-round `other / base` for every other contender (paired, so noise cancels)."""
-    return {f"{k}_to_{base}": spread([a / b for a, b in zip(v, rounds[base], strict=True)], 4)
-            for k, v in rounds.items() if k != base}
+    return {
+        f"{k}_to_{base}": spread([a / b for a, b in zip(v, rounds[base], strict=True)], 4)
+        for k, v in rounds.items()
+        if k != base
+    }
 
 
 Rounds = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]
@@ -65,8 +68,11 @@ def timed_rounds(samples: dict[str, Sample], steps: int, repeats: int, label: st
             us[name].append(secs / n * 1e6)
             ms[name].append(secs * 1e3)
             made[name] = n
-        progress(f"{label} {steps} steps, round {i + 1}: " + ", ".join(
-            f"{k} {v[-1]:.1f}" for k, v in us.items()) + " µs/step")
+        progress(
+            f"{label} {steps} steps, round {i + 1}: "
+            + ", ".join(f"{k} {v[-1]:.1f}" for k, v in us.items())
+            + " µs/step"
+        )
     return us, ms, made
 
 
@@ -76,7 +82,8 @@ def memory_figure(settings: dict[str, Any]) -> dict[str, Any]:
     for steps in settings["memory_sizes"]:
         us, ms, made = timed_rounds(MEMORY, steps, settings["memory_repeats"], "memory")
         out[str(steps)] = {
-            "tool_calls": steps // 2 - 1, "steps_made": made,
+            "tool_calls": steps // 2 - 1,
+            "steps_made": made,
             "us_per_transition": {k: spread(v) for k, v in us.items()},
             "ms_per_workload": {k: spread(v, 3) for k, v in ms.items()},
             "workload_ratio": ratios(ms, "statechart"),
@@ -101,8 +108,10 @@ def io_note(workdir: Path) -> str | None:
         return "no /proc/self/io on this system: bytes per transition not measured"
     fs = filesystem(workdir)
     if fs in ("tmpfs", "ramfs"):
-        return (f"the databases are on {fs}: write_bytes counts no device writes there "
-                "(wchar still counts the write calls); use --dir on a disk")
+        return (
+            f"the databases are on {fs}: write_bytes counts no device writes there "
+            "(wchar still counts the write calls); use --dir on a disk"
+        )
     return None
 
 
@@ -132,20 +141,30 @@ def durable_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
                 fresh[kind].append(found["us"])
                 for key, value in found["bytes_per_step"].items():
                     written[kind].setdefault(key, []).append(value)
-            progress(f"bytes {steps} steps, round {i + 1}: " + ", ".join(
-                f"{k} {v['write_bytes_total'][-1]:,.0f}" if v.get("write_bytes_total")
-                else f"{k} -" for k, v in written.items()) + " write_bytes/step")
+            progress(
+                f"bytes {steps} steps, round {i + 1}: "
+                + ", ".join(
+                    f"{k} {v['write_bytes_total'][-1]:,.0f}"
+                    if v.get("write_bytes_total")
+                    else f"{k} -"
+                    for k, v in written.items()
+                )
+                + " write_bytes/step"
+            )
         out["sizes"][str(steps)] = {
-            "tool_calls": steps // 2 - 1, "repeats": repeats,
-            "bytes_repeats": settings["bytes_repeats"], "steps_made": made,
+            "tool_calls": steps // 2 - 1,
+            "repeats": repeats,
+            "bytes_repeats": settings["bytes_repeats"],
+            "steps_made": made,
             "us_per_transition": {k: spread(v) for k, v in us.items()},
             "ms_per_workload": {k: spread(v, 3) for k, v in ms.items()},
             "workload_ratio": ratios(ms, "statechart"),
             "per_transition_ratio": ratios(us, "statechart"),
             "ceiling": ceiling(ms),
             "us_per_transition_fresh_process": {k: spread(v) for k, v in fresh.items()},
-            "bytes_per_transition": {k: {key: spread(v, 0) for key, v in found.items()}
-                                     for k, found in written.items()},
+            "bytes_per_transition": {
+                k: {key: spread(v, 0) for key, v in found.items()} for k, found in written.items()
+            },
         }
     return out
 
@@ -155,8 +174,15 @@ def ceiling(ms: dict[str, list[float]]) -> dict[str, Any]:
     no more than the plain loop's one-row transaction per step: its in-memory time plus the
     plain loop's durable time minus the plain loop's in-memory cost (negligible, ~1 µs a
     step, so not subtracted). The best durable ratio statechart's in-memory cost allows."""
-    return spread([lg / (mem + plain) for lg, mem, plain in zip(
-        ms["langgraph"], ms["statechart_memory"], ms["plain"], strict=True)], 4)
+    return spread(
+        [
+            lg / (mem + plain)
+            for lg, mem, plain in zip(
+                ms["langgraph"], ms["statechart_memory"], ms["plain"], strict=True
+            )
+        ],
+        4,
+    )
 
 
 def resume_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -184,15 +210,19 @@ def resume_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
         for kind in rotated(DURABLE, i):
             for key, value in once(kind).items():
                 rounds[kind].setdefault(key, []).append(value)
-        progress(f"resume round {i + 1}: " + ", ".join(
-            f"{k} {v['first_step_ms'][-1]:.2f}" for k, v in rounds.items()) + " ms")
+        progress(
+            f"resume round {i + 1}: "
+            + ", ".join(f"{k} {v['first_step_ms'][-1]:.2f}" for k, v in rounds.items())
+            + " ms"
+        )
     for source in sources.values():
         remove_db(source)
     first = {k: v["first_step_ms"] for k, v in rounds.items()}
-    return {"stopped_at": steps,
-            "ms": {k: {key: spread(v, 3) for key, v in found.items()}
-                   for k, found in rounds.items()},
-            "first_step_ratio": ratios(first, "statechart")}
+    return {
+        "stopped_at": steps,
+        "ms": {k: {key: spread(v, 3) for key, v in found.items()} for k, found in rounds.items()},
+        "first_step_ratio": ratios(first, "statechart"),
+    }
 
 
 def concurrency_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -202,19 +232,34 @@ def concurrency_figure(settings: dict[str, Any], workdir: Path) -> dict[str, Any
     for i in range(settings["concurrent_repeats"]):
         for kind in rotated(CONCURRENT, i):
             runs = settings["concurrent_runs"]  # the same count for every contender
-            sample = child(["concurrent", kind, str(runs), str(settings["latency_s"]),
-                            str(workdir)])
+            sample = child(
+                ["concurrent", kind, str(runs), str(settings["latency_s"]), str(workdir)]
+            )
             found[kind].append(sample)
-            progress(f"concurrent {kind}: {runs} runs in {sample['wall_s']:.2f} s "
-                     f"({sample['wall_to_ideal']:.2f}x ideal, "
-                     f"{sample['peak_kib_per_run']:.1f} KiB/run)")
+            progress(
+                f"concurrent {kind}: {runs} runs in {sample['wall_s']:.2f} s "
+                f"({sample['wall_to_ideal']:.2f}x ideal, "
+                f"{sample['peak_kib_per_run']:.1f} KiB/run)"
+            )
     for kind, samples in found.items():
-        out[kind] = {"runs": samples[0]["runs"], "repeats": len(samples),
-                     "steps_per_run": samples[0]["steps_per_run"],
-                     "peak_reset": all(s["peak_reset"] for s in samples),
-                     **{key: spread([s[key] for s in samples], 3) for key in (
-                         "wall_s", "ideal_s", "wall_to_ideal", "single_us_per_step",
-                         "peak_kib_per_run", "rss_before_kib", "peak_rss_kib")}}
+        out[kind] = {
+            "runs": samples[0]["runs"],
+            "repeats": len(samples),
+            "steps_per_run": samples[0]["steps_per_run"],
+            "peak_reset": all(s["peak_reset"] for s in samples),
+            **{
+                key: spread([s[key] for s in samples], 3)
+                for key in (
+                    "wall_s",
+                    "ideal_s",
+                    "wall_to_ideal",
+                    "single_us_per_step",
+                    "peak_kib_per_run",
+                    "rss_before_kib",
+                    "peak_rss_kib",
+                )
+            },
+        }
     return out
 
 
@@ -227,12 +272,15 @@ def tracing_figure(settings: dict[str, Any]) -> dict[str, Any]:
     per: dict[str, list[float]] = {"off": [], "sdk_batch_noop": []}
     for i in range(settings["tracing_repeats"]):
         for config in rotated(list(per), i):
-            per[config].append(statistics.median(run_child(config, args, env)
-                                                 ["us_per_transition"]))
-        progress(f"tracing round {i + 1}: off {per['off'][-1]:.1f}, "
-                 f"on {per['sdk_batch_noop'][-1]:.1f} µs/transition")
-    return {"us_per_transition": {k: spread(v) for k, v in per.items()},
-            "on_to_off": spread([a / b for a, b in zip(per["sdk_batch_noop"], per["off"],
-                                                       strict=True)]),
-            "added_us": spread([a - b for a, b in zip(per["sdk_batch_noop"], per["off"],
-                                                      strict=True)])}
+            per[config].append(statistics.median(run_child(config, args, env)["us_per_transition"]))
+        progress(
+            f"tracing round {i + 1}: off {per['off'][-1]:.1f}, "
+            f"on {per['sdk_batch_noop'][-1]:.1f} µs/transition"
+        )
+    return {
+        "us_per_transition": {k: spread(v) for k, v in per.items()},
+        "on_to_off": spread(
+            [a / b for a, b in zip(per["sdk_batch_noop"], per["off"], strict=True)]
+        ),
+        "added_us": spread([a - b for a, b in zip(per["sdk_batch_noop"], per["off"], strict=True)]),
+    }

@@ -34,16 +34,21 @@ RUN_STEPS = 20
 
 # -- one durable run ----------------------------------------------------------------------
 
-def durable_run(kind: str, steps: int, path: Path,
-                keep: list[Callable[[], None]] | None = None) -> tuple[float, int]:
+
+def durable_run(
+    kind: str, steps: int, path: Path, keep: list[Callable[[], None]] | None = None
+) -> tuple[float, int]:
     """One durable workload in a new file: seconds and steps made (open handles to `keep`)."""
     if kind == "statechart":
         from side_statechart import statechart_once
+
         return anyio.run(statechart_once, "process", steps, path, keep)
     if kind == "langgraph":
         from side_langgraph import langgraph_once
+
         return langgraph_once("graph_sqlite", steps, path, keep)
     from side_plain import plain_once
+
     return anyio.run(plain_once, steps, path, keep)
 
 
@@ -63,9 +68,11 @@ def durable_child(kind: str, steps: int, workdir: Path) -> dict[str, Any]:
         sc.SQLiteStore(path).close()
     elif kind == "plain":
         from side_plain import Rows
+
         Rows(path).close()
     else:
         from side_langgraph import sqlite_saver
+
         sqlite_saver(path).conn.close()
     os.sync()
     main0, files0, io0 = path.stat().st_size, file_bytes(path), proc_io()
@@ -80,22 +87,27 @@ def durable_child(kind: str, steps: int, workdir: Path) -> dict[str, Any]:
     for closer in closers:
         closer()
     remove_db(path)
-    per = {
-        "wchar_run": (io1["wchar"] - io0["wchar"]) / n,
-        "write_bytes_run": (io1["write_bytes"] - io0["write_bytes"]) / n,
-        "wchar_total": (io2["wchar"] - io0["wchar"]) / n,
-        "write_bytes_total": (io2["write_bytes"] - io0["write_bytes"]) / n,
-        "files_growth": (files1 - files0) / n,
-        "main_after_checkpoint": (main2 - main0) / n,
-    } if io0 else {}
-    return {"kind": kind, "steps": n, "seconds": secs, "us": secs / n * 1e6,
-            "bytes_per_step": per}
+    per = (
+        {
+            "wchar_run": (io1["wchar"] - io0["wchar"]) / n,
+            "write_bytes_run": (io1["write_bytes"] - io0["write_bytes"]) / n,
+            "wchar_total": (io2["wchar"] - io0["wchar"]) / n,
+            "write_bytes_total": (io2["write_bytes"] - io0["write_bytes"]) / n,
+            "files_growth": (files1 - files0) / n,
+            "main_after_checkpoint": (main2 - main0) / n,
+        }
+        if io0
+        else {}
+    )
+    return {"kind": kind, "steps": n, "seconds": secs, "us": secs / n * 1e6, "bytes_per_step": per}
 
 
 # -- many runs in one event loop ----------------------------------------------------------
 
-def runner(kind: str, latency: float, workdir: Path) -> tuple[Callable[[int], Awaitable[int]],
-                                                               Callable[[], None]]:
+
+def runner(
+    kind: str, latency: float, workdir: Path
+) -> tuple[Callable[[int], Awaitable[int]], Callable[[], None]]:
     """`one(i)`: run i start to end, returning its steps; and a closer."""
     if kind.startswith("statechart"):
         chart = chart_for(RUN_STEPS)
@@ -119,8 +131,9 @@ def runner(kind: str, latency: float, workdir: Path) -> tuple[Callable[[int], Aw
         from side_plain import PlainModel, plain_loop, start_messages
 
         async def one_plain(i: int) -> int:
-            return await plain_loop(PlainModel(RUN_STEPS // 2 - 1, latency=latency),
-                                    start_messages())
+            return await plain_loop(
+                PlainModel(RUN_STEPS // 2 - 1, latency=latency), start_messages()
+            )
 
         return one_plain, lambda: None
     from side_langgraph import ScriptedChat, config, hand_written, inputs, node_runs
@@ -158,8 +171,7 @@ async def together(kind: str, one: Callable[[int], Awaitable[int]], runs: int) -
     return found
 
 
-async def concurrent_child(kind: str, runs: int, latency: float,
-                           workdir: Path) -> dict[str, Any]:
+async def concurrent_child(kind: str, runs: int, latency: float, workdir: Path) -> dict[str, Any]:
     """Single-run µs (same process), then `runs` runs at once: wall time and peak RSS."""
     single_one, close = runner(kind, 0.0, workdir)
     await sequential(single_one, 20)  # warm-up
@@ -180,11 +192,21 @@ async def concurrent_child(kind: str, runs: int, latency: float,
     total = sum(steps)
     model_calls = RUN_STEPS // 2
     ideal = max(model_calls * latency, total * single_us / 1e6)
-    return {"kind": kind, "runs": runs, "latency_s": latency, "steps_per_run": total / runs,
-            "wall_s": wall, "single_us_per_step": single_us, "ideal_s": ideal,
-            "wall_to_ideal": wall / ideal, "rss_before_kib": rss0, "peak_rss_kib": peak,
-            "rss_after_kib": rss1, "peak_reset": reset,
-            "peak_kib_per_run": (peak - rss0) / runs}
+    return {
+        "kind": kind,
+        "runs": runs,
+        "latency_s": latency,
+        "steps_per_run": total / runs,
+        "wall_s": wall,
+        "single_us_per_step": single_us,
+        "ideal_s": ideal,
+        "wall_to_ideal": wall / ideal,
+        "rss_before_kib": rss0,
+        "peak_rss_kib": peak,
+        "rss_after_kib": rss1,
+        "peak_reset": reset,
+        "peak_kib_per_run": (peak - rss0) / runs,
+    }
 
 
 def main(argv: list[str]) -> None:

@@ -34,8 +34,12 @@ def r(x: float, nd: int = 2) -> float:
 
 def spread(xs: list[float], nd: int = 2) -> dict[str, Any]:
     """Median and min-max of the repeats, plus the repeats themselves."""
-    return {"median": r(statistics.median(xs), nd), "min": r(min(xs), nd),
-            "max": r(max(xs), nd), "repeats": [r(x, nd) for x in xs]}
+    return {
+        "median": r(statistics.median(xs), nd),
+        "min": r(min(xs), nd),
+        "max": r(max(xs), nd),
+        "repeats": [r(x, nd) for x in xs],
+    }
 
 
 def fmt(s: dict[str, Any], nd: int = 1) -> str:
@@ -65,8 +69,9 @@ def pkg(name: str) -> str | None:
 def git_dirty() -> list[str] | None:
     """The work tree's changed and untracked paths (the whole tree, not only statechart/)."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     return [line[3:] for line in out.splitlines() if line.strip()]
@@ -75,8 +80,13 @@ def git_dirty() -> list[str] | None:
 def git_sha() -> str | None:
     """The commit, with `+dirty` when anything in the work tree differs from it."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return sha + ("+dirty" if git_dirty() else "")
@@ -114,8 +124,13 @@ def machine() -> dict[str, Any]:
     """CPUs (all, and those this process may run on: statechart's SQLite checkpointer runs
     on a second one when there is one), platform and load."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"nproc": os.cpu_count(), "usable_cpus": usable, "cpu": cpu_name(),
-            "platform": platform.platform(), "loadavg": [r(x) for x in os.getloadavg()]}
+    return {
+        "nproc": os.cpu_count(),
+        "usable_cpus": usable,
+        "cpu": cpu_name(),
+        "platform": platform.platform(),
+        "loadavg": [r(x) for x in os.getloadavg()],
+    }
 
 
 def status_kib(key: str) -> int:

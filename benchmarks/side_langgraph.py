@@ -52,22 +52,34 @@ class ScriptedChat(FakeMessagesListChatModel):
         calls = int(str(messages[0].content).rsplit("=", 1)[1])
         n = (len(messages) + 1) // 2
         if n <= calls:
-            message = AIMessage(content="", tool_calls=[
-                {"name": "fetch", "args": {"n": n}, "id": f"c{n}", "type": "tool_call"}])
+            message = AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": "fetch", "args": {"n": n}, "id": f"c{n}", "type": "tool_call"}
+                ],
+            )
         else:
             message = AIMessage(content="done")
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if self.latency:
             time.sleep(self.latency)
         return self._reply(messages)
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                         **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if self.latency:
             await anyio.sleep(self.latency)
         return self._reply(messages)
@@ -82,16 +94,24 @@ def route(state: AgentState) -> str:
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
 
 
-def hand_written(model: ScriptedChat, checkpointer: BaseCheckpointSaver[Any] | None = None,
-                 *, asynchronous: bool = False) -> CompiledStateGraph[Any, Any, Any, Any]:
+def hand_written(
+    model: ScriptedChat,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    *,
+    asynchronous: bool = False,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Agent node + tools node + a conditional edge, as in LangGraph's own tutorial."""
     tools = {FETCH_TOOL.name: FETCH_TOOL}
 
     def run_tools(state: AgentState) -> dict[str, list[AnyMessage]]:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage)
-        return {"messages": [ToolMessage(content=tools[c["name"]].invoke(c["args"]),
-                                         tool_call_id=c["id"]) for c in last.tool_calls]}
+        return {
+            "messages": [
+                ToolMessage(content=tools[c["name"]].invoke(c["args"]), tool_call_id=c["id"])
+                for c in last.tool_calls
+            ]
+        }
 
     def agent(state: AgentState) -> dict[str, list[AnyMessage]]:
         return {"messages": [model.invoke(state["messages"])]}
@@ -108,8 +128,9 @@ def hand_written(model: ScriptedChat, checkpointer: BaseCheckpointSaver[Any] | N
     return graph.compile(checkpointer=checkpointer)
 
 
-def prebuilt(model: ScriptedChat, checkpointer: BaseCheckpointSaver[Any] | None = None
-             ) -> CompiledStateGraph[Any, Any, Any, Any]:
+def prebuilt(
+    model: ScriptedChat, checkpointer: BaseCheckpointSaver[Any] | None = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """`langgraph.prebuilt.create_react_agent` with the same model and tool."""
     return create_react_agent(model, [FETCH_TOOL], checkpointer=checkpointer)
 
@@ -139,8 +160,9 @@ def sqlite_saver(path: Path) -> SqliteSaver:
 GRAPHS: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}
 
 
-def graph_for(kind: str, path: Path | None = None,
-              fresh: bool = True) -> CompiledStateGraph[Any, Any, Any, Any]:
+def graph_for(
+    kind: str, path: Path | None = None, fresh: bool = True
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """`graph`/`react` (no checkpointer, shared), `_inmemory` (new saver), `_sqlite` (file;
     a new one unless not `fresh`)."""
     if kind in ("graph", "react"):
@@ -168,8 +190,9 @@ def close(graph: CompiledStateGraph[Any, Any, Any, Any], path: Path | None) -> N
         remove_db(path)
 
 
-def langgraph_once(kind: str, steps: int, path: Path | None = None,
-                   keep: list[Callable[[], None]] | None = None) -> tuple[float, int]:
+def langgraph_once(
+    kind: str, steps: int, path: Path | None = None, keep: list[Callable[[], None]] | None = None
+) -> tuple[float, int]:
     """Seconds for the whole workload (sync `invoke`) and super-steps made.
 
     With `keep`, the saver's connection stays open and its closer is appended there.
@@ -195,8 +218,9 @@ def langgraph_once(kind: str, steps: int, path: Path | None = None,
 def langgraph_stopped(steps: int, path: Path) -> None:
     """A durable thread of a longer workload stopped after `steps` super-steps."""
     graph = graph_for("graph_sqlite", path)
-    updates = graph.stream(inputs(2 * steps), config(2 * steps), durability="sync",
-                           stream_mode="updates")
+    updates = graph.stream(
+        inputs(2 * steps), config(2 * steps), durability="sync", stream_mode="updates"
+    )
     for n, _ in enumerate(updates, 1):
         if n == steps:
             break
@@ -237,6 +261,10 @@ def langgraph_resume(steps: int, source: Path, copy: Path) -> dict[str, float]:
     stream.close()
     saver.conn.close()
     remove_db(copy)
-    return {"open_ms": (t1 - t0) * 1e3, "build_ms": (t2 - t1) * 1e3,
-            "state_ms": (t3 - t2) * 1e3, "first_step_ms": (t5 - t4) * 1e3,
-            "steps_found": float(done)}
+    return {
+        "open_ms": (t1 - t0) * 1e3,
+        "build_ms": (t2 - t1) * 1e3,
+        "state_ms": (t3 - t2) * 1e3,
+        "first_step_ms": (t5 - t4) * 1e3,
+        "steps_found": float(done),
+    }

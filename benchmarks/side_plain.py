@@ -38,8 +38,11 @@ class PlainModel:
         self.count += 1
         if self.count <= self.calls:
             n = self.count
-            return {"role": "assistant", "content": "",
-                    "tool_calls": [{"id": f"c{n}", "name": "fetch", "args": {"n": n}}]}
+            return {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": f"c{n}", "name": "fetch", "args": {"n": n}}],
+            }
         return {"role": "assistant", "content": "done"}
 
 
@@ -50,15 +53,18 @@ class Rows:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS steps (run_id TEXT NOT NULL, "
-                        "seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS steps (run_id TEXT NOT NULL, "
+            "seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+        )
         self.seq = 0
 
     def write(self, run_id: str, message: Message) -> None:
         self.seq += 1
         self.db.execute("BEGIN")
-        self.db.execute("INSERT INTO steps VALUES (?, ?, ?)",
-                        (run_id, self.seq, json.dumps(message)))
+        self.db.execute(
+            "INSERT INTO steps VALUES (?, ?, ?)", (run_id, self.seq, json.dumps(message))
+        )
         self.db.execute("COMMIT")
 
     def read(self, run_id: str) -> list[Message]:
@@ -71,8 +77,14 @@ class Rows:
         self.db.close()
 
 
-async def plain_loop(model: PlainModel, messages: list[Message], *, rows: Rows | None = None,
-                     run_id: str = "r", limit: int | None = None) -> int:
+async def plain_loop(
+    model: PlainModel,
+    messages: list[Message],
+    *,
+    rows: Rows | None = None,
+    run_id: str = "r",
+    limit: int | None = None,
+) -> int:
     """The agent loop; returns the steps made (stops early after `limit` steps)."""
     n = 0
     while limit is None or n < limit:
@@ -98,8 +110,9 @@ def start_messages() -> list[Message]:
     return [{"role": "user", "content": "fetch the records"}]
 
 
-async def plain_once(steps: int, path: Path | None = None,
-                     keep: list[Callable[[], None]] | None = None) -> tuple[float, int]:
+async def plain_once(
+    steps: int, path: Path | None = None, keep: list[Callable[[], None]] | None = None
+) -> tuple[float, int]:
     """Seconds for the whole workload and steps made; durable when `path` is given.
 
     With `keep`, the database stays open and its closer is appended there.
@@ -154,5 +167,8 @@ async def plain_resume(steps: int, source: Path, copy: Path) -> dict[str, float]
     t4 = clock()
     rows.close()
     remove_db(copy)
-    return {"open_ms": (t1 - t0) * 1e3, "state_ms": (t2 - t1) * 1e3,
-            "first_step_ms": (t4 - t3) * 1e3}
+    return {
+        "open_ms": (t1 - t0) * 1e3,
+        "state_ms": (t2 - t1) * 1e3,
+        "first_step_ms": (t4 - t3) * 1e3,
+    }

@@ -22,8 +22,9 @@ import statechart as sc
 from statechart.engine import compiled
 
 
-async def statechart_once(kind: str, steps: int, path: Path | None = None,
-                          keep: list[Callable[[], None]] | None = None) -> tuple[float, int]:
+async def statechart_once(
+    kind: str, steps: int, path: Path | None = None, keep: list[Callable[[], None]] | None = None
+) -> tuple[float, int]:
     """Seconds for the whole workload and transitions made.
 
     `kind` is `memory` or `process` (SQLiteStore, durability="process", a new file).
@@ -56,8 +57,9 @@ async def statechart_stopped(steps: int, path: Path) -> str:
     return await durable.stopped_run(steps, path)
 
 
-async def statechart_resume(steps: int, source: Path, run_id: str,
-                            workdir: Path) -> dict[str, float]:
+async def statechart_resume(
+    steps: int, source: Path, run_id: str, workdir: Path
+) -> dict[str, float]:
     """Milliseconds of two passes, each on a fresh copy of the stopped run's file.
 
     Pass 1: open the store, build and compile the chart (a new `Chart`, so its compiled
@@ -95,6 +97,11 @@ async def statechart_resume(steps: int, source: Path, run_id: str,
     t6 = clock()
     store.close()
     remove_db(path)
-    return {"open_ms": (t1 - t0) * 1e3, "build_ms": (t2 - t1) * 1e3,
-            "load_ms": (t3 - t2) * 1e3, "load_session_ms": (t4 - t3) * 1e3,
-            "state_ms": (t4 - t2) * 1e3, "first_step_ms": (t6 - t5) * 1e3}
+    return {
+        "open_ms": (t1 - t0) * 1e3,
+        "build_ms": (t2 - t1) * 1e3,
+        "load_ms": (t3 - t2) * 1e3,
+        "load_session_ms": (t4 - t3) * 1e3,
+        "state_ms": (t4 - t2) * 1e3,
+        "first_step_ms": (t6 - t5) * 1e3,
+    }

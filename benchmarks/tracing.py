@@ -56,6 +56,7 @@ TARGET_ADDED_US = 25.0
 
 # -- the child: one configuration, several rounds ----------------------------------------
 
+
 def install(config: str) -> tuple[Any, Any]:
     """Set up tracing for `config`; (provider or None, the null exporter or None)."""
     if config == "off":
@@ -133,30 +134,51 @@ def sdk_floor(n: int) -> float:
     t0 = time.perf_counter()
     for i in range(n):
         if i % 2:
-            effect = tracer.start_span("execute_tool lookup", context=parent, attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
-                "gen_ai.tool.call.id": f"c{i}"})
+            effect = tracer.start_span(
+                "execute_tool lookup",
+                context=parent,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "lookup",
+                    "gen_ai.tool.call.id": f"c{i}",
+                },
+            )
         else:
-            effect = tracer.start_span("chat function", context=parent,
-                                       kind=trace.SpanKind.CLIENT, attributes={
-                                           "gen_ai.operation.name": "chat",
-                                           "gen_ai.request.model": "function",
-                                           "gen_ai.provider.name": "function"})
+            effect = tracer.start_span(
+                "chat function",
+                context=parent,
+                kind=trace.SpanKind.CLIENT,
+                attributes={
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": "function",
+                    "gen_ai.provider.name": "function",
+                },
+            )
         token = context.attach(trace.set_span_in_context(effect))
         context.detach(token)
         if not i % 2:
-            effect.set_attributes({"gen_ai.response.model": "function",
-                                   "gen_ai.usage.input_tokens": 0,
-                                   "gen_ai.usage.output_tokens": 0})
+            effect.set_attributes(
+                {
+                    "gen_ai.response.model": "function",
+                    "gen_ai.usage.input_tokens": 0,
+                    "gen_ai.usage.output_tokens": 0,
+                }
+            )
         effect.end()
-        span = tracer.start_span("transition work.think -> work.act", context=parent,
-                                 start_time=time.time_ns(), attributes={
-                                     "statechart.source": "work.think",
-                                     "statechart.target": "work.act",
-                                     "statechart.trigger": "propose",
-                                     "statechart.actor": "model", "statechart.step": i,
-                                     "statechart.budget.root.steps.spent": i,
-                                     "statechart.budget.root.steps.left": n - i})
+        span = tracer.start_span(
+            "transition work.think -> work.act",
+            context=parent,
+            start_time=time.time_ns(),
+            attributes={
+                "statechart.source": "work.think",
+                "statechart.target": "work.act",
+                "statechart.trigger": "propose",
+                "statechart.actor": "model",
+                "statechart.step": i,
+                "statechart.budget.root.steps.spent": i,
+                "statechart.budget.root.steps.left": n - i,
+            },
+        )
         span.end()
     elapsed = time.perf_counter() - t0
     root.end()
@@ -183,15 +205,21 @@ def profiled(steps: int) -> dict[str, Any]:
     for (path, line, name), (_, _, tottime, cumtime, _) in raw.items():
         if path.endswith(mine):
             own += tottime
-            tracing[f"{name}:{line}"] = {"self_pct": pct(tottime, total),
-                                         "cumulative_pct": pct(cumtime, total)}
+            tracing[f"{name}:{line}"] = {
+                "self_pct": pct(tottime, total),
+                "cumulative_pct": pct(cumtime, total),
+            }
         elif f"{os.sep}opentelemetry{os.sep}" in path:
             sdk += tottime
     ranked = dict(sorted(tracing.items(), key=lambda kv: -kv[1]["cumulative_pct"]))
-    return {"note": "percent of the whole profiled run (self: in the function itself; "
-                    "cumulative: with what it calls)",
-            "tracing_py_self_pct": pct(own, total), "opentelemetry_self_pct": pct(sdk, total),
-            "tracing_py": ranked, "timed_calls": timed_calls(steps)}
+    return {
+        "note": "percent of the whole profiled run (self: in the function itself; "
+        "cumulative: with what it calls)",
+        "tracing_py_self_pct": pct(own, total),
+        "opentelemetry_self_pct": pct(sdk, total),
+        "tracing_py": ranked,
+        "timed_calls": timed_calls(steps),
+    }
 
 
 @contextlib.contextmanager
@@ -206,6 +234,7 @@ def timing(found: dict[str, float], targets: list[tuple[Any, str, str]]) -> Iter
                 return fn(*args, **kwargs)
             finally:
                 found[label] = found.get(label, 0.0) + time.perf_counter() - t0
+
         return call
 
     for (owner, name, label), (_, _, fn) in zip(targets, saved, strict=True):
@@ -226,20 +255,28 @@ def timed_calls(steps: int) -> dict[str, Any]:
     from statechart.runtime import driver
 
     found: dict[str, float] = {}
-    entry = [(tracing.RunTrace, name, f"RunTrace.{name}") for name in (
-        "enter", "effect_start", "effect_end", "transition", "transition_end")]
-    inner = [(tracing, "transition_attributes", "transition_attributes"),
-             (tracing, "annotate", "annotate"), (driver, "_stamped", "driver._stamped"),
-             (Tracer, "start_span", "sdk Tracer.start_span"), (Span, "end", "sdk Span.end"),
-             (Span, "set_attributes", "sdk Span.set_attributes")]
+    entry = [
+        (tracing.RunTrace, name, f"RunTrace.{name}")
+        for name in ("enter", "effect_start", "effect_end", "transition", "transition_end")
+    ]
+    inner = [
+        (tracing, "transition_attributes", "transition_attributes"),
+        (tracing, "annotate", "annotate"),
+        (driver, "_stamped", "driver._stamped"),
+        (Tracer, "start_span", "sdk Tracer.start_span"),
+        (Span, "end", "sdk Span.end"),
+        (Span, "set_attributes", "sdk Span.set_attributes"),
+    ]
     chart = make_chart(steps)
     with timing(found, entry + inner):
         _, n, _ = anyio.run(driven_once, chart, steps)
     us = {k: r(v / n * 1e6) for k, v in sorted(found.items(), key=lambda kv: -kv[1])}
-    return {"note": "one run; inner calls are included in the entry points that make them",
-            "entry_points_us": r(sum(us[label] for _, _, label in entry if label in us)),
-            "sdk_us": r(sum(v for k, v in us.items() if k.startswith("sdk "))),
-            "us_per_transition": us}
+    return {
+        "note": "one run; inner calls are included in the entry points that make them",
+        "entry_points_us": r(sum(us[label] for _, _, label in entry if label in us)),
+        "sdk_us": r(sum(v for k, v in us.items() if k.startswith("sdk "))),
+        "us_per_transition": us,
+    }
 
 
 def pct(x: float, total: float) -> float:
@@ -248,10 +285,20 @@ def pct(x: float, total: float) -> float:
 
 # -- the parent: every configuration in every repeat -------------------------------------
 
-def run_child(config: str, args: argparse.Namespace, env: dict[str, str],
-              profile: bool = False) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", config,
-           "--steps", str(args.steps), "--rounds", str(args.rounds)]
+
+def run_child(
+    config: str, args: argparse.Namespace, env: dict[str, str], profile: bool = False
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        config,
+        "--steps",
+        str(args.steps),
+        "--rounds",
+        str(args.rounds),
+    ]
     if profile:
         cmd.append("--profile")
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -284,7 +331,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     with Receiver() as rx:
         env = child_env(rx.endpoint)
         for repeat in range(args.repeats):
-            order = CONFIGS[repeat % len(CONFIGS):] + CONFIGS[:repeat % len(CONFIGS)]
+            order = CONFIGS[repeat % len(CONFIGS) :] + CONFIGS[: repeat % len(CONFIGS)]
             for config in order:
                 rx.clear()
                 found = run_child(config, args, env)
@@ -298,8 +345,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     floor[config].append(statistics.median(found["sdk_floor_us"]))
                 rounds[config].append([r(x) for x in found["us_per_transition"]])
                 runs, transitions = found["runs"], found["transitions"]
-            print(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
-                f"{c} {per[c][-1]:.1f}" for c in CONFIGS), file=sys.stderr)
+            print(
+                f"repeat {repeat + 1}/{args.repeats}: "
+                + ", ".join(f"{c} {per[c][-1]:.1f}" for c in CONFIGS),
+                file=sys.stderr,
+            )
         if args.profile:
             profile = run_child("sdk_batch_noop", args, env, profile=True)["profile"]
         errors = list(rx.errors)
@@ -307,28 +357,33 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     sdk_added = statistics.median(added["sdk_batch_noop"])
     return {
         "benchmark": "statechart tracing cost per transition (model-state tool loop, "
-                     "memory store, FunctionModel)",
+        "memory store, FunctionModel)",
         "machine": {
             "nproc": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
             "opentelemetry_sdk": version("opentelemetry-sdk"),
             "opentelemetry_exporter_otlp_proto_http": version(
-                "opentelemetry-exporter-otlp-proto-http"),
+                "opentelemetry-exporter-otlp-proto-http"
+            ),
             "statechart": version("statechart"),
             "loadavg_1m": [r(load_before), r(os.getloadavg()[0])],
         },
         "note": "each figure from its own child process, configurations interleaved; "
-                "a possibly shared machine: compare the added µs, not absolute µs",
-        "settings": {"steps": args.steps, "rounds_per_child": args.rounds,
-                     "repeats": args.repeats, "transitions_per_run": transitions,
-                     "runs_per_child": runs},
+        "a possibly shared machine: compare the added µs, not absolute µs",
+        "settings": {
+            "steps": args.steps,
+            "rounds_per_child": args.rounds,
+            "repeats": args.repeats,
+            "transitions_per_run": transitions,
+            "runs_per_child": runs,
+        },
         "us_per_transition": {c: summary(per[c]) for c in CONFIGS},
         "added_us_per_transition": {c: summary(added[c]) for c in CONFIGS[1:]},
         "sdk_floor_us_per_transition": {c: summary(floor[c]) for c in floor},
-        "above_sdk_floor_us": {c: summary([a - f for a, f in zip(added[c], floor[c],
-                                                                  strict=True)])
-                               for c in floor},
+        "above_sdk_floor_us": {
+            c: summary([a - f for a, f in zip(added[c], floor[c], strict=True)]) for c in floor
+        },
         "spans": {
             "per_run": r(exported[0] / runs, 1) if exported else None,
             "per_transition": r(exported[0] / runs / transitions, 2) if exported else None,
@@ -337,17 +392,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "receiver_errors": errors,
         },
         "rounds_us": rounds,
-        "targets": {"sdk_added_us": TARGET_ADDED_US,
-                    "sdk_added_met": sdk_added <= TARGET_ADDED_US},
+        "targets": {"sdk_added_us": TARGET_ADDED_US, "sdk_added_met": sdk_added <= TARGET_ADDED_US},
         **({"profile_sdk_batch_noop": profile} if profile is not None else {}),
     }
 
 
 def summary(xs: list[float]) -> dict[str, Any]:
     med = statistics.median(xs)
-    return {"median": r(med), "min": r(min(xs)), "max": r(max(xs)),
-            "spread_pct": r(100.0 * (max(xs) - min(xs)) / med, 1) if med else None,
-            "repeats": [r(x) for x in xs]}
+    return {
+        "median": r(med),
+        "min": r(min(xs)),
+        "max": r(max(xs)),
+        "spread_pct": r(100.0 * (max(xs) - min(xs)) / med, 1) if med else None,
+        "repeats": [r(x) for x in xs],
+    }
 
 
 def r(x: float, nd: int = 2) -> float:
@@ -361,22 +419,33 @@ def fmt(s: dict[str, Any]) -> str:
 def markdown(res: dict[str, Any]) -> str:
     us, added = res["us_per_transition"], res["added_us_per_transition"]
     floor, above = res["sdk_floor_us_per_transition"], res["above_sdk_floor_us"]
-    lines = ["µs per transition, median (min to max) over "
-             f"{res['settings']['repeats']} repeats; each repeat a child process per "
-             f"configuration, {res['settings']['rounds_per_child']} runs of "
-             f"{res['settings']['transitions_per_run']} transitions", "",
-             "| tracing | µs per transition | added vs off | bare SDK, same spans "
-             "| added above bare SDK |", "|---|---|---|---|---|"]
+    lines = [
+        "µs per transition, median (min to max) over "
+        f"{res['settings']['repeats']} repeats; each repeat a child process per "
+        f"configuration, {res['settings']['rounds_per_child']} runs of "
+        f"{res['settings']['transitions_per_run']} transitions",
+        "",
+        "| tracing | µs per transition | added vs off | bare SDK, same spans "
+        "| added above bare SDK |",
+        "|---|---|---|---|---|",
+    ]
     for c in CONFIGS:
-        cells = [fmt(us[c]), fmt(added[c]) if c in added else "—",
-                 fmt(floor[c]) if c in floor else "—", fmt(above[c]) if c in above else "—"]
+        cells = [
+            fmt(us[c]),
+            fmt(added[c]) if c in added else "—",
+            fmt(floor[c]) if c in floor else "—",
+            fmt(above[c]) if c in above else "—",
+        ]
         lines.append(f"| {c} | " + " | ".join(cells) + " |")
     spans, t = res["spans"], res["targets"]
-    lines += ["", f"spans per transition: {spans['per_transition']}; OTLP spans received per "
-              f"child: {spans['otlp_received_per_child']} (expected "
-              f"{spans['otlp_expected_per_child']})",
-              f"target: sdk_batch_noop adds ≤ {t['sdk_added_us']} µs per transition: "
-              + ("met" if t["sdk_added_met"] else "MISSED")]
+    lines += [
+        "",
+        f"spans per transition: {spans['per_transition']}; OTLP spans received per "
+        f"child: {spans['otlp_received_per_child']} (expected "
+        f"{spans['otlp_expected_per_child']})",
+        f"target: sdk_batch_noop adds ≤ {t['sdk_added_us']} µs per transition: "
+        + ("met" if t["sdk_added_met"] else "MISSED"),
+    ]
     return "\n".join(lines)
 
 
@@ -385,8 +454,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=1000, help="transitions per run")
     parser.add_argument("--rounds", type=int, default=5, help="timed runs per child")
     parser.add_argument("--repeats", type=int, default=5, help="children per configuration")
-    parser.add_argument("--profile", action="store_true",
-                        help="cProfile one sdk_batch_noop run (stderr, and in the JSON)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile one sdk_batch_noop run (stderr, and in the JSON)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON result")
     parser.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

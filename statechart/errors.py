@@ -11,9 +11,7 @@ if TYPE_CHECKING:
 def validation_problems(exc: ValidationError, whole: str = "") -> str:
     """`field.sub: message; ...` for every value pydantic refused (`whole` names an empty
     location: the value as a whole)."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())
 
 
 class StatechartError(Exception):

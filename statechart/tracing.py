@@ -72,15 +72,19 @@ def run_trace_context(chart_name: str, run_id: str) -> tuple[dict[str, str], Spa
     current = trace.get_current_span().get_span_context()
     span = None
     if not current.is_valid:
-        span = tracer().start_span(f"create_agent {chart_name}", attributes={
-            GEN_AI_OPERATION_NAME: "create_agent", GEN_AI_AGENT_NAME: chart_name,
-            RUN_ID: run_id})
+        span = tracer().start_span(
+            f"create_agent {chart_name}",
+            attributes={
+                GEN_AI_OPERATION_NAME: "create_agent",
+                GEN_AI_AGENT_NAME: chart_name,
+                RUN_ID: run_id,
+            },
+        )
         current = span.get_span_context()
     if not current.is_valid:
         return {}, span
     flags = int(current.trace_flags)
-    return ({"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"},
-            span)
+    return ({"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"}, span)
 
 
 def _parent(run: Run) -> Context | None:
@@ -88,8 +92,12 @@ def _parent(run: Run) -> Context | None:
     if len(found) != 4:
         return None
     try:
-        ctx = SpanContext(int(found[1], 16), int(found[2], 16), is_remote=True,
-                          trace_flags=TraceFlags(int(found[3], 16)))
+        ctx = SpanContext(
+            int(found[1], 16),
+            int(found[2], 16),
+            is_remote=True,
+            trace_flags=TraceFlags(int(found[3], 16)),
+        )
     except ValueError:
         return None
     return trace.set_span_in_context(trace.NonRecordingSpan(ctx))
@@ -98,8 +106,9 @@ def _parent(run: Run) -> Context | None:
 class RunTrace:
     """The open spans of one drive: the agent span and a span per active state visit."""
 
-    def __init__(self, cc: CompiledChart, run: Run, model: str,
-                 last_span: str | None = None) -> None:
+    def __init__(
+        self, cc: CompiledChart, run: Run, model: str, last_span: str | None = None
+    ) -> None:
         self.cc = cc
         self.model = model
         self.tracer = tracer()
@@ -107,25 +116,45 @@ class RunTrace:
         if not colon:
             provider, name = model, model
         self.chat_name = f"chat {name or model}"
-        self.chat_attributes = {GEN_AI_OPERATION_NAME: "chat",
-                                GEN_AI_REQUEST_MODEL: name or model,
-                                GEN_AI_PROVIDER_NAME: provider or model}
+        self.chat_attributes = {
+            GEN_AI_OPERATION_NAME: "chat",
+            GEN_AI_REQUEST_MODEL: name or model,
+            GEN_AI_PROVIDER_NAME: provider or model,
+        }
         links = []
         parent = _parent(run)
         if last_span and parent is not None:
             ctx = trace.get_current_span(parent).get_span_context()
-            links.append(Link(SpanContext(ctx.trace_id, int(last_span, 16), is_remote=True,
-                                          trace_flags=ctx.trace_flags),
-                              {"statechart.link": "last transition before this drive"}))
+            links.append(
+                Link(
+                    SpanContext(
+                        ctx.trace_id,
+                        int(last_span, 16),
+                        is_remote=True,
+                        trace_flags=ctx.trace_flags,
+                    ),
+                    {"statechart.link": "last transition before this drive"},
+                )
+            )
         caller = trace.get_current_span().get_span_context()
-        if caller.is_valid and (parent is None or caller.trace_id != trace.get_current_span(
-                parent).get_span_context().trace_id):
+        if caller.is_valid and (
+            parent is None
+            or caller.trace_id != trace.get_current_span(parent).get_span_context().trace_id
+        ):
             links.append(Link(caller, {"statechart.link": "the caller's span"}))
         self.root = self.tracer.start_span(
-            f"invoke_agent {cc.chart.name}", context=parent, links=links, attributes={
-                GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: cc.chart.name,
-                GEN_AI_AGENT_ID: run.run_id, RUN_ID: run.run_id, STATE: run.state,
-                GEN_AI_REQUEST_MODEL: model})
+            f"invoke_agent {cc.chart.name}",
+            context=parent,
+            links=links,
+            attributes={
+                GEN_AI_OPERATION_NAME: "invoke_agent",
+                GEN_AI_AGENT_NAME: cc.chart.name,
+                GEN_AI_AGENT_ID: run.run_id,
+                RUN_ID: run.run_id,
+                STATE: run.state,
+                GEN_AI_REQUEST_MODEL: model,
+            },
+        )
         self.on = self.root.is_recording()
         self.states: dict[str, Span] = {}
         self._token: Token[Context] | None = None
@@ -143,9 +172,14 @@ class RunTrace:
             span = self.states.get(path)
             if span is None:
                 span = self.states[path] = self.tracer.start_span(
-                    f"state {path}", context=trace.set_span_in_context(parent),
-                    attributes={STATE: path, RUN_ID: run.run_id,
-                                "statechart.visit": run.visits.get(path, 0)})
+                    f"state {path}",
+                    context=trace.set_span_in_context(parent),
+                    attributes={
+                        STATE: path,
+                        RUN_ID: run.run_id,
+                        "statechart.visit": run.visits.get(path, 0),
+                    },
+                )
             parent = span
 
     def _innermost(self, leaf: str) -> Span:
@@ -158,8 +192,15 @@ class RunTrace:
 
     # -- effects --------------------------------------------------------------------------
 
-    def effect_start(self, run: Run, tool: str | None = None, call_id: str = "",
-                     arguments: Any = None, *, handler: bool = False) -> Span | None:
+    def effect_start(
+        self,
+        run: Run,
+        tool: str | None = None,
+        call_id: str = "",
+        arguments: Any = None,
+        *,
+        handler: bool = False,
+    ) -> Span | None:
         """A `chat {model}` span (no `tool`) or an `execute_tool {tool}` span, made current
         so spans of instrumented clients inside the call nest under it; for a code state's
         `handler`, no span of its own: the state's span is made current."""
@@ -170,17 +211,23 @@ class RunTrace:
             self._token = context_api.attach(parent)
             return None
         if tool is None:
-            span = self.tracer.start_span(self.chat_name, context=parent,
-                                          kind=trace.SpanKind.CLIENT,
-                                          attributes=self.chat_attributes)
+            span = self.tracer.start_span(
+                self.chat_name,
+                context=parent,
+                kind=trace.SpanKind.CLIENT,
+                attributes=self.chat_attributes,
+            )
         else:
             attributes: dict[str, Any] = {
-                GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: tool,
-                GEN_AI_TOOL_CALL_ID: call_id}
+                GEN_AI_OPERATION_NAME: "execute_tool",
+                GEN_AI_TOOL_NAME: tool,
+                GEN_AI_TOOL_CALL_ID: call_id,
+            }
             if capture_content:
                 attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
-            span = self.tracer.start_span(f"execute_tool {tool}", context=parent,
-                                          attributes=attributes)
+            span = self.tracer.start_span(
+                f"execute_tool {tool}", context=parent, attributes=attributes
+            )
         self._token = context_api.attach(trace.set_span_in_context(span))
         return span
 
@@ -195,16 +242,21 @@ class RunTrace:
         if isinstance(outcome, Reconciled):
             outcome = outcome.failed if outcome.failed is not None else outcome.value
         if isinstance(outcome, Reply):
-            span.set_attributes({
-                GEN_AI_RESPONSE_MODEL: outcome.model
-                or self.chat_attributes[GEN_AI_REQUEST_MODEL],
-                GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
-                GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens})
+            span.set_attributes(
+                {
+                    GEN_AI_RESPONSE_MODEL: outcome.model
+                    or self.chat_attributes[GEN_AI_REQUEST_MODEL],
+                    GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
+                    GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens,
+                }
+            )
         elif isinstance(outcome, BaseException):
             failed(span, outcome)
         elif capture_content and outcome is not None:
-            span.set_attribute(GEN_AI_TOOL_CALL_RESULT,
-                               outcome if isinstance(outcome, str) else canonical_json(outcome))
+            span.set_attribute(
+                GEN_AI_TOOL_CALL_RESULT,
+                outcome if isinstance(outcome, str) else canonical_json(outcome),
+            )
         span.end()
 
     # -- transitions ----------------------------------------------------------------------
@@ -216,14 +268,22 @@ class RunTrace:
             return None
         e = record.event
         span = self.tracer.start_span(
-            f"transition {e.source} -> {e.target}", start_time=start_ns,
+            f"transition {e.source} -> {e.target}",
+            start_time=start_ns,
             context=trace.set_span_in_context(self._innermost(before.state)),
-            attributes=transition_attributes(self.cc, record))
+            attributes=transition_attributes(self.cc, record),
+        )
         annotate(span, record)
         return span
 
-    def transition_end(self, span: Span | None, record: Step, *, stored: bool = True,
-                       error: BaseException | None = None) -> None:
+    def transition_end(
+        self,
+        span: Span | None,
+        record: Step,
+        *,
+        stored: bool = True,
+        error: BaseException | None = None,
+    ) -> None:
         """End the transition span; close the spans of the states it exited. A transition
         that was not stored ends as an error."""
         if span is None:
@@ -255,8 +315,12 @@ def human_transition(cc: CompiledChart, record: Step, start_ns: int) -> Span | N
     """The span of a human decision, in the run's trace (under the run's first span)."""
     e = record.event
     attributes = transition_attributes(cc, record)
-    span = tracer().start_span(f"transition {e.source} -> {e.target}", start_time=start_ns,
-                               context=_parent(record.run), attributes=attributes)
+    span = tracer().start_span(
+        f"transition {e.source} -> {e.target}",
+        start_time=start_ns,
+        context=_parent(record.run),
+        attributes=attributes,
+    )
     if not span.is_recording():
         span.end()
         return None
@@ -268,8 +332,13 @@ def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
     """The `statechart.*` facts of a transition, budgets spent and left included."""
     e, run = record.event, record.run
     attributes: dict[str, Any] = {
-        RUN_ID: e.run_id, SOURCE: e.source, TARGET: e.target, TRIGGER: e.trigger,
-        ACTOR: e.actor, STEP: e.seq}
+        RUN_ID: e.run_id,
+        SOURCE: e.source,
+        TARGET: e.target,
+        TRIGGER: e.trigger,
+        ACTOR: e.actor,
+        STEP: e.seq,
+    }
     for level in cc.levels_of(e.source):
         spent = run.ledger.get(level.key)
         for kind, cap, spent_key, left_key in _budget_keys(level):
@@ -293,7 +362,8 @@ def _failed_step(record: Step) -> bool:
 
 
 _KEYS: weakref.WeakKeyDictionary[Level, list[tuple[str, int, str, str]]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
@@ -303,7 +373,8 @@ def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
         name = level.key or "root"
         found = _KEYS[level] = [
             (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
-            for kind, cap in level.caps.items()]
+            for kind, cap in level.caps.items()
+        ]
     return found
 
 
@@ -321,8 +392,9 @@ def annotate(span: Span, record: Step) -> None:
         span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
     if _failed_step(record):
         text = e.error or ""
-        span.set_status(Status(StatusCode.ERROR, text if capture_content
-                               else text.split(":", 1)[0]))
+        span.set_status(
+            Status(StatusCode.ERROR, text if capture_content else text.split(":", 1)[0])
+        )
 
 
 def failed(span: Span, exc: BaseException) -> None:
@@ -333,9 +405,11 @@ def failed(span: Span, exc: BaseException) -> None:
     span.set_attribute(ERROR_TYPE, kind)
 
 
-
 def configure(
-    service_name: str | None = None, *, exporter: str = "otlp", batch: bool = True,
+    service_name: str | None = None,
+    *,
+    exporter: str = "otlp",
+    batch: bool = True,
     content: bool | None = None,
 ) -> Any:
     """Install an SDK tracer provider exporting spans, and return it (call `shutdown()` on
@@ -364,7 +438,8 @@ def configure(
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError:
             raise ImportError(
-                "OTLP export needs the otlp extra: pip install 'statechart[otlp]'") from None
+                "OTLP export needs the otlp extra: pip install 'statechart[otlp]'"
+            ) from None
         chosen = OTLPSpanExporter()
     elif exporter == "console":
         chosen = ConsoleSpanExporter()
@@ -372,6 +447,7 @@ def configure(
         raise ValueError(f"exporter={exporter!r}; use 'otlp', 'console' or 'none'")
     if chosen is not None:
         provider.add_span_processor(
-            BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen))
+            BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen)
+        )
     trace.set_tracer_provider(provider)
     return provider

@@ -52,9 +52,15 @@ def pages() -> list[tuple[str, list[str]]]:
 
 @pytest.mark.parametrize(("page", "codes"), pages(), ids=lambda v: str(v)[:40])
 def test_doc_examples_run(page: str, codes: list[str], tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps([page, codes]),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps([page, codes]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, f"{page}:\n{done.stderr}"
 
 

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PRELUDE = '''
+PRELUDE = """
 import contextlib, json, sys
 import anyio
 from opentelemetry import trace
@@ -57,14 +57,20 @@ def _span(s):
 def report(**extra):
     spans = [_span(s) for s in EXPORTER.get_finished_spans()]
     print(json.dumps({"spans": spans, **extra}, default=str))
-'''
+"""
 
 
 def scenario(body: str) -> dict[str, Any]:
     """Run PRELUDE + `body` in a new process (no OTEL_* variables); its JSON report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    done = subprocess.run([sys.executable, "-c", PRELUDE + body], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + body],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
@@ -171,7 +177,7 @@ def test_the_transition_span_ends_when_storing_its_event_fails() -> None:
 
 # -- 3. stopping early, as documented, marks the drive as failed ----------------------------
 
-EARLY_STOP = '''
+EARLY_STOP = """
 from tests.engine.test_nesting import workflow
 
 
@@ -186,7 +192,7 @@ async def main():
     report()
 
 anyio.run(main)
-'''
+"""
 
 
 def test_closing_a_drive_early_with_aclosing_is_not_an_error() -> None:
@@ -227,7 +233,7 @@ anyio.run(main)
 
 
 def test_a_fork_is_a_run_of_its_own_with_a_trace_of_its_own() -> None:
-    """"One trace per run": `lineage.fork` copies the parent's stored trace context, so the
+    """ "One trace per run": `lineage.fork` copies the parent's stored trace context, so the
     fork's drives are children of the *parent's* `create_agent` span, in the parent's trace;
     the parent's trace (found from its run id) then holds two runs."""
     out = scenario(FORK)
@@ -366,7 +372,7 @@ def test_a_failing_tools_error_text_stays_out_of_the_trace_without_content_captu
 
 # -- 8. provider and model names from a spec with colons -------------------------------------
 
-MODEL_SPEC = '''
+MODEL_SPEC = """
 c = Chart("desk", budget=Budget(max_steps=20), states=(State("work"), DONE),
           edges=(Edge("work", "done"),))
 
@@ -379,7 +385,7 @@ async def main():
     report()
 
 anyio.run(main)
-'''
+"""
 
 
 def test_provider_and_model_of_a_spec_whose_model_name_has_a_colon() -> None:
@@ -435,8 +441,14 @@ anyio.run(main)
 def reconcile_scenario(hook: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
-    done = subprocess.run([sys.executable, "-c", PRELUDE + RECONCILE, hook], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + RECONCILE, hook],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
@@ -464,7 +476,7 @@ def test_a_reconciled_calls_result_attribute_is_the_result() -> None:
 
 # -- 10. a code state's own calls are outside the run's trace -------------------------------
 
-HANDLER = '''
+HANDLER = """
 app = trace.get_tracer("app")
 
 
@@ -484,7 +496,7 @@ async def main():
     report(trace=run.trace)
 
 anyio.run(main)
-'''
+"""
 
 
 def test_spans_made_inside_a_code_state_handler_are_in_the_runs_trace() -> None:
@@ -496,8 +508,9 @@ def test_spans_made_inside_a_code_state_handler_are_in_the_runs_trace() -> None:
     (crm,) = named(out, "GET /crm")
     (state,) = named(out, "state check")
     assert crm["trace_id"] == run_trace
-    below_state = {state["span_id"]} | {s["span_id"] for s in out["spans"]
-                                        if s["parent"] == state["span_id"]}
+    below_state = {state["span_id"]} | {
+        s["span_id"] for s in out["spans"] if s["parent"] == state["span_id"]
+    }
     assert crm["parent"] in below_state
 
 
@@ -540,20 +553,24 @@ def test_a_tool_call_cut_off_by_cancellation_is_marked_on_its_span() -> None:
 
 # -- 12. budget attributes of a state named "root" -------------------------------------------
 
+
 def test_a_state_cannot_be_named_like_the_charts_budget_level() -> None:
     """The chart's level is written `statechart.budget.root.*`, so `root` is a reserved
     state name: a state of that name could not share those attributes."""
     from statechart import Budget, Chart, Edge, MalformedStateNameError, State
 
     with pytest.raises(MalformedStateNameError, match="'root' is reserved"):
-        Chart("c", budget=Budget(max_steps=20), states=(
-            State("root", budget=Budget(max_steps=3)), State("done", kind="terminal")),
-            edges=(Edge("root", "done"),))
+        Chart(
+            "c",
+            budget=Budget(max_steps=20),
+            states=(State("root", budget=Budget(max_steps=3)), State("done", kind="terminal")),
+            edges=(Edge("root", "done"),),
+        )
 
 
 # -- 13. a start that fails still exports a create_agent span for the run id ---------------
 
-DUPLICATE_START = '''
+DUPLICATE_START = """
 c = Chart("desk", budget=Budget(max_steps=20), states=(State("work"), DONE),
           edges=(Edge("work", "done"),))
 
@@ -569,7 +586,7 @@ async def main():
     report(error=error, trace=run.trace)
 
 anyio.run(main)
-'''
+"""
 
 
 def test_a_start_that_is_refused_leaves_no_second_trace_for_the_run_id() -> None:
@@ -579,6 +596,9 @@ def test_a_start_that_is_refused_leaves_no_second_trace_for_the_run_id() -> None
     out = scenario(DUPLICATE_START)
     assert out["error"] == "ConflictError"
     run_trace = out["trace"]["traceparent"].split("-")[1]
-    traces = {s["trace_id"] for s in out["spans"]
-              if s["attributes"].get("statechart.run.id") == "r1" and s["status"] != "ERROR"}
+    traces = {
+        s["trace_id"]
+        for s in out["spans"]
+        if s["attributes"].get("statechart.run.id") == "r1" and s["status"] != "ERROR"
+    }
     assert traces == {run_trace}

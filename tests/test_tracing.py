@@ -22,8 +22,14 @@ from statechart import tracing as t
 from tests.support.otlp_receiver import ReceivedSpan, Receiver, tree
 
 ROOT = Path(__file__).resolve().parent.parent
-_OTEL_ENV = ("OTEL_EXPORTER_OTLP", "OTEL_TRACES", "OTEL_SDK", "OTEL_SERVICE",
-             "OTEL_RESOURCE", "OTEL_INSTRUMENTATION_GENAI")
+_OTEL_ENV = (
+    "OTEL_EXPORTER_OTLP",
+    "OTEL_TRACES",
+    "OTEL_SDK",
+    "OTEL_SERVICE",
+    "OTEL_RESOURCE",
+    "OTEL_INSTRUMENTATION_GENAI",
+)
 
 
 @pytest.fixture
@@ -32,14 +38,14 @@ def receiver() -> Iterator[Receiver]:
         yield rx
 
 
-def proc(rx: Receiver, db: Path, scenario: str, *flags: str,
-         env: dict[str, str] | None = None) -> dict[str, Any]:
+def proc(
+    rx: Receiver, db: Path, scenario: str, *flags: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run one scenario of tests/trace_proc.py in a new process exporting to `rx`."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_OTEL_ENV)}
     clean.update({"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, **(env or {})})
     command = [sys.executable, "-m", "tests.support.trace_proc", scenario, str(db), *flags]
-    done = subprocess.run(command,
-                          cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -66,6 +72,7 @@ def transitions(spans: list[ReceivedSpan]) -> dict[int, ReceivedSpan]:
 
 # -- the exact span tree of the three-level chart -------------------------------------------
 
+
 def key(s: ReceivedSpan) -> Any:
     """The attributes that tell each kind of span apart (the rest are checked separately)."""
     a = s.attributes
@@ -73,12 +80,25 @@ def key(s: ReceivedSpan) -> Any:
     if op == "create_agent":
         return (s.kind, op, a[t.GEN_AI_AGENT_NAME], a[t.RUN_ID])
     if op == "invoke_agent":
-        return (s.kind, op, a[t.GEN_AI_AGENT_NAME], a[t.GEN_AI_AGENT_ID],
-                a[t.GEN_AI_REQUEST_MODEL], a[t.STATE], a["statechart.status"])
+        return (
+            s.kind,
+            op,
+            a[t.GEN_AI_AGENT_NAME],
+            a[t.GEN_AI_AGENT_ID],
+            a[t.GEN_AI_REQUEST_MODEL],
+            a[t.STATE],
+            a["statechart.status"],
+        )
     if op == "chat":
-        return (s.kind, op, a[t.GEN_AI_PROVIDER_NAME], a[t.GEN_AI_REQUEST_MODEL],
-                a[t.GEN_AI_RESPONSE_MODEL], a[t.GEN_AI_USAGE_INPUT_TOKENS],
-                a[t.GEN_AI_USAGE_OUTPUT_TOKENS])
+        return (
+            s.kind,
+            op,
+            a[t.GEN_AI_PROVIDER_NAME],
+            a[t.GEN_AI_REQUEST_MODEL],
+            a[t.GEN_AI_RESPONSE_MODEL],
+            a[t.GEN_AI_USAGE_INPUT_TOKENS],
+            a[t.GEN_AI_USAGE_OUTPUT_TOKENS],
+        )
     if op == "execute_tool":
         return (s.kind, op, a[t.GEN_AI_TOOL_NAME], a[t.GEN_AI_TOOL_CALL_ID])
     if s.name.startswith("state "):
@@ -109,30 +129,67 @@ def tool(name: str, call_id: str) -> Any:
 
 
 def agent(state_at: str, status: str, *children: Any) -> Any:
-    return ("invoke_agent workflow",
-            ("INTERNAL", "invoke_agent", "workflow", "r1", "acme:tiny-1", state_at, status),
-            list(children))
+    return (
+        "invoke_agent workflow",
+        ("INTERNAL", "invoke_agent", "workflow", "r1", "acme:tiny-1", state_at, status),
+        list(children),
+    )
 
 
-NESTED_TREE = [(
-    "create_agent workflow", ("INTERNAL", "create_agent", "workflow", "r1"), [
-        agent(f"{P}.approve", "waiting", state("explore", state("explore.inner", state(
-            P,
-            chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 1),
-            tool("dig", "d1"), tr(f"{P}.act", f"{P}.think", "results", "code", 2),
-            chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 3),
-            tr(f"{P}.act", f"{P}.approve", "ask", "system", 4))))),
-        tr(f"{P}.approve", f"{P}.act", "approved", "human", 5),
-        agent("done", "ended",
-              state("explore", state("explore.inner", state(
-                  P,
-                  tool("buy", "b1"), tr(f"{P}.act", f"{P}.think", "results", "code", 6),
-                  chat(), tr(f"{P}.think", f"{P}.act", "propose", "model", 7),
-                  tr(f"{P}.act", "report.think", "go:explore.inner.done", "model", 8)))),
-              state("report", chat(), tr("report.think", "report.act", "propose", "model", 9),
-                    tr("report.act", "done", "go:done", "model", 10)),
-              state("done")),
-    ])]
+NESTED_TREE = [
+    (
+        "create_agent workflow",
+        ("INTERNAL", "create_agent", "workflow", "r1"),
+        [
+            agent(
+                f"{P}.approve",
+                "waiting",
+                state(
+                    "explore",
+                    state(
+                        "explore.inner",
+                        state(
+                            P,
+                            chat(),
+                            tr(f"{P}.think", f"{P}.act", "propose", "model", 1),
+                            tool("dig", "d1"),
+                            tr(f"{P}.act", f"{P}.think", "results", "code", 2),
+                            chat(),
+                            tr(f"{P}.think", f"{P}.act", "propose", "model", 3),
+                            tr(f"{P}.act", f"{P}.approve", "ask", "system", 4),
+                        ),
+                    ),
+                ),
+            ),
+            tr(f"{P}.approve", f"{P}.act", "approved", "human", 5),
+            agent(
+                "done",
+                "ended",
+                state(
+                    "explore",
+                    state(
+                        "explore.inner",
+                        state(
+                            P,
+                            tool("buy", "b1"),
+                            tr(f"{P}.act", f"{P}.think", "results", "code", 6),
+                            chat(),
+                            tr(f"{P}.think", f"{P}.act", "propose", "model", 7),
+                            tr(f"{P}.act", "report.think", "go:explore.inner.done", "model", 8),
+                        ),
+                    ),
+                ),
+                state(
+                    "report",
+                    chat(),
+                    tr("report.think", "report.act", "propose", "model", 9),
+                    tr("report.act", "done", "go:done", "model", 10),
+                ),
+                state("done"),
+            ),
+        ],
+    )
+]
 """Every span of run r1 of `workflow()`: names, nesting, siblings by start time, key
 attributes. The human approval sits directly under the run's first span."""
 NESTED_SPANS = 27
@@ -140,13 +197,16 @@ NESTED_SPANS = 27
 ROOT_STEPS, ROOT_TOKENS, EXPLORE_STEPS, INNER_TOOLS = 60, 1000, 30, 3
 
 
-def budget(steps: int, tokens: int, explore_steps: int | None = None,
-           inner_tools: int | None = None) -> dict[str, int]:
+def budget(
+    steps: int, tokens: int, explore_steps: int | None = None, inner_tools: int | None = None
+) -> dict[str, int]:
     """The budget attributes a transition span should carry (spent and left per level)."""
-    out = {"statechart.budget.root.steps.spent": steps,
-           "statechart.budget.root.steps.left": ROOT_STEPS - steps,
-           "statechart.budget.root.tokens.spent": tokens,
-           "statechart.budget.root.tokens.left": ROOT_TOKENS - tokens}
+    out = {
+        "statechart.budget.root.steps.spent": steps,
+        "statechart.budget.root.steps.left": ROOT_STEPS - steps,
+        "statechart.budget.root.tokens.spent": tokens,
+        "statechart.budget.root.tokens.left": ROOT_TOKENS - tokens,
+    }
     if explore_steps is not None:
         out["statechart.budget.explore.steps.spent"] = explore_steps
         out["statechart.budget.explore.steps.left"] = EXPLORE_STEPS - explore_steps
@@ -157,9 +217,16 @@ def budget(steps: int, tokens: int, explore_steps: int | None = None,
 
 
 NESTED_BUDGETS = {  # step: (root steps, root tokens, explore steps, inner tool calls)
-    1: budget(1, 15, 1, 0), 2: budget(2, 15, 2, 1), 3: budget(3, 30, 3, 1),
-    4: budget(4, 30, 4, 1), 5: budget(4, 30, 4, 1), 6: budget(5, 30, 5, 2),
-    7: budget(6, 45, 6, 2), 8: budget(7, 45, 7, 2), 9: budget(8, 60), 10: budget(9, 60),
+    1: budget(1, 15, 1, 0),
+    2: budget(2, 15, 2, 1),
+    3: budget(3, 30, 3, 1),
+    4: budget(4, 30, 4, 1),
+    5: budget(4, 30, 4, 1),
+    6: budget(5, 30, 5, 2),
+    7: budget(6, 45, 6, 2),
+    8: budget(7, 45, 7, 2),
+    9: budget(8, 60),
+    10: budget(9, 60),
 }
 """Each transition's ledger after it, per level of its source state (the human approval
 spends nothing; `report` is under the root budget only)."""
@@ -184,10 +251,10 @@ def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
         got = {k: v for k, v in steps[n].attributes.items() if k.startswith(t.BUDGET + ".")}
         assert got == expected, n
     # the stored event of each transition names its span
-    assert {e["seq"]: e["span"] for e in run["events"]} == {
-        n: s.span_id for n, s in steps.items()}
+    assert {e["seq"]: e["span"] for e in run["events"]} == {n: s.span_id for n, s in steps.items()}
     assert steps[4].event("statechart.approval.requested").attributes == {
-        "reason": f"tool 'buy' needs approval in state '{P}'"}
+        "reason": f"tool 'buy' needs approval in state '{P}'"
+    }
     assert steps[5].event("statechart.human.approved").attributes["by"] == "lead"
     assert all(not s.events for n, s in steps.items() if n not in (4, 5))
     first, resumed = named(spans, "invoke_agent workflow")
@@ -197,8 +264,9 @@ def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def nested_run(tmp_path_factory: pytest.TempPathFactory,
-               ) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
+def nested_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
     """Run r1 of `workflow()` start to done in one process (asyncio), and what arrived."""
     with Receiver() as rx:
         out = proc(rx, tmp_path_factory.mktemp("nested") / "runs.db", "nested")
@@ -206,7 +274,8 @@ def nested_run(tmp_path_factory: pytest.TempPathFactory,
 
 
 def test_exact_span_tree_of_a_three_level_chart(
-        nested_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    nested_run: tuple[list[ReceivedSpan], dict[str, Any]],
+) -> None:
     spans, out = nested_run
     assert out["runs"]["r1"]["state"] == "done"
     check_nested(spans, out)
@@ -216,11 +285,13 @@ def test_exact_span_tree_of_a_three_level_chart(
 
 
 def test_every_transition_span_names_its_run(
-        nested_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    nested_run: tuple[list[ReceivedSpan], dict[str, Any]],
+) -> None:
     spans, _ = nested_run
     steps = transitions(spans)
     assert {n: s.attributes.get(t.RUN_ID) for n, s in steps.items()} == dict.fromkeys(
-        range(1, 11), "r1")
+        range(1, 11), "r1"
+    )
 
 
 def test_the_same_tree_under_trio(receiver: Receiver, tmp_path: Path) -> None:
@@ -230,8 +301,10 @@ def test_the_same_tree_under_trio(receiver: Receiver, tmp_path: Path) -> None:
 
 # -- one trace across processes ----------------------------------------------------------
 
+
 def test_one_trace_across_start_approve_and_resume_in_three_processes(
-        receiver: Receiver, tmp_path: Path) -> None:
+    receiver: Receiver, tmp_path: Path
+) -> None:
     db, gz = tmp_path / "runs.db", {"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
     first = proc(receiver, db, "nested-start", "--service", "p1", env=gz)
     second = proc(receiver, db, "nested-approve", "--service", "p2", env=gz)
@@ -247,7 +320,17 @@ def test_one_trace_across_start_approve_and_resume_in_three_processes(
     steps = transitions(spans)
     service = {s.span_id: s.resource["service.name"] for s in spans}
     assert [service[steps[n].span_id] for n in range(1, 11)] == [
-        "p1", "p1", "p1", "p1", "p2", "p3", "p3", "p3", "p3", "p3"]
+        "p1",
+        "p1",
+        "p1",
+        "p1",
+        "p2",
+        "p3",
+        "p3",
+        "p3",
+        "p3",
+        "p3",
+    ]
     first_agent, resumed = named(spans, "invoke_agent workflow")
     assert (service[first_agent.span_id], service[resumed.span_id]) == ("p1", "p3")
     # the resumed drive links to the span of the last stored event: process 2's approval
@@ -258,7 +341,8 @@ def test_one_trace_across_start_approve_and_resume_in_three_processes(
 
 
 def test_a_resume_in_a_new_process_links_to_the_last_transition_of_the_first(
-        receiver: Receiver, tmp_path: Path) -> None:
+    receiver: Receiver, tmp_path: Path
+) -> None:
     db = tmp_path / "runs.db"
     first = proc(receiver, db, "nested-stop", "--service", "p1")
     assert first["runs"]["r1"]["state"] == f"{P}.think"
@@ -280,13 +364,17 @@ def test_a_resume_in_a_new_process_links_to_the_last_transition_of_the_first(
     # each drive has its own state spans, both under the run's first span
     (root,) = named(spans, "create_agent workflow")
     assert [a.parent_span_id for a in named(spans, "invoke_agent workflow")] == [
-        root.span_id, root.span_id]
+        root.span_id,
+        root.span_id,
+    ]
 
 
 # -- refusals, exhaustion, errors --------------------------------------------------------
 
+
 def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
-        receiver: Receiver, tmp_path: Path) -> None:
+    receiver: Receiver, tmp_path: Path
+) -> None:
     out = proc(receiver, tmp_path / "runs.db", "gate")
     assert out["runs"]["gate"]["state"] == "escalated"
     spans = received(receiver, 12)
@@ -301,19 +389,23 @@ def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
     assert [s.name for s in exhausted] == ["transition work.think -> escalated"]
     (last,) = exhausted
     assert last.event(t.EXHAUSTED).attributes == {
-        "which": ":tool_calls", "reason": "budget exhausted at :tool_calls; routed to 'escalated'"}
+        "which": ":tool_calls",
+        "reason": "budget exhausted at :tool_calls; routed to 'escalated'",
+    }
     assert last.attributes[t.EXHAUSTED] == ":tool_calls"
     assert last.attributes["statechart.budget.root.tool_calls.spent"] == 1
     assert last.attributes["statechart.budget.root.tool_calls.left"] == 0
     assert [n for n, s in steps.items() if s.events] == [2, 5]
     # the second lookup never ran: the budget was spent before its model call
-    assert [s.attributes[t.GEN_AI_TOOL_CALL_ID] for s in named(spans, "execute_tool lookup")] \
-        == ["l1"]
+    assert [s.attributes[t.GEN_AI_TOOL_CALL_ID] for s in named(spans, "execute_tool lookup")] == [
+        "l1"
+    ]
 
 
 @pytest.fixture(scope="module")
-def errors_run(tmp_path_factory: pytest.TempPathFactory,
-               ) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
+def errors_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[list[ReceivedSpan], dict[str, Any]]]:
     """A failing tool, model and code-state handler (three runs, one process)."""
     with Receiver() as rx:
         out = proc(rx, tmp_path_factory.mktemp("errors") / "runs.db", "errors")
@@ -329,7 +421,8 @@ def of_run(spans: list[ReceivedSpan], out: dict[str, Any], run_id: str) -> list[
 
 
 def test_model_and_tool_errors_are_error_spans(
-        errors_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    errors_run: tuple[list[ReceivedSpan], dict[str, Any]],
+) -> None:
     spans, out = errors_run
     tool_run = of_run(spans, out, "tool")
     (failed,) = [s for s in tool_run if s.status_code == "ERROR" and s.name.startswith("exec")]
@@ -354,29 +447,39 @@ def test_model_and_tool_errors_are_error_spans(
     (handled,) = transitions(handler_run).values()
     assert handled.status_code == "ERROR" and handled.status_message == "ValueError"
     ok = [s for s in spans if s.status_code == "ERROR"]
-    assert {s.span_id for s in ok} == {failed.span_id, chat_span.span_id,
-                                       escalation.span_id, handled.span_id}
+    assert {s.span_id for s in ok} == {
+        failed.span_id,
+        chat_span.span_id,
+        escalation.span_id,
+        handled.span_id,
+    }
 
 
 def test_error_type_on_a_transition_span_is_the_exception_class(
-        errors_run: tuple[list[ReceivedSpan], dict[str, Any]]) -> None:
+    errors_run: tuple[list[ReceivedSpan], dict[str, Any]],
+) -> None:
     spans, out = errors_run
     (model_escalation,) = transitions(of_run(spans, out, "model")).values()
     (handler_escalation,) = transitions(of_run(spans, out, "handler")).values()
-    assert [model_escalation.attributes[t.ERROR_TYPE],
-            handler_escalation.attributes[t.ERROR_TYPE]] == ["TimeoutError", "ValueError"]
+    assert [
+        model_escalation.attributes[t.ERROR_TYPE],
+        handler_escalation.attributes[t.ERROR_TYPE],
+    ] == ["TimeoutError", "ValueError"]
 
 
 def test_budget_attributes_follow_each_chart_when_charts_are_rebuilt(
-        receiver: Receiver, tmp_path: Path) -> None:
+    receiver: Receiver, tmp_path: Path
+) -> None:
     out = proc(receiver, tmp_path / "runs.db", "rebuilt")
     runs = out["runs"]
     spans = receiver.wait_for(lambda spans: len(spans) == 7 * len(runs))
     left = {}
     for run_id in runs:
         (last,) = [s for s in of_run(spans, out, run_id) if s.name == "transition work.act -> done"]
-        left[run_id] = (last.attributes["statechart.budget.root.steps.spent"],
-                        last.attributes["statechart.budget.root.steps.left"])
+        left[run_id] = (
+            last.attributes["statechart.budget.root.steps.spent"],
+            last.attributes["statechart.budget.root.steps.left"],
+        )
     assert left == {run_id: (2, int(run_id[1:]) - 2) for run_id in runs}
 
 
@@ -385,14 +488,17 @@ def test_budget_attributes_follow_each_chart_when_charts_are_rebuilt(
 EMAIL = "alice@example.com"
 
 
-@pytest.mark.parametrize(("how", "flags", "env"), [
-    ("default", (), {}),
-    ("configure", ("--content",), {}),
-    ("environment", (), {t.CAPTURE_CONTENT_ENV: "true"}),
-])
+@pytest.mark.parametrize(
+    ("how", "flags", "env"),
+    [
+        ("default", (), {}),
+        ("configure", ("--content",), {}),
+        ("environment", (), {t.CAPTURE_CONTENT_ENV: "true"}),
+    ],
+)
 def test_tool_arguments_and_results_only_when_content_capture_is_on(
-        receiver: Receiver, tmp_path: Path, how: str, flags: tuple[str, ...],
-        env: dict[str, str]) -> None:
+    receiver: Receiver, tmp_path: Path, how: str, flags: tuple[str, ...], env: dict[str, str]
+) -> None:
     out = proc(receiver, tmp_path / "runs.db", "content", *flags, env=env)
     assert out["runs"]["content"]["state"] == "done"
     spans = received(receiver, 11)
@@ -403,21 +509,30 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
         assert out["capture_content"] is False
         assert t.GEN_AI_TOOL_CALL_ARGUMENTS not in a and t.GEN_AI_TOOL_CALL_RESULT not in a
         everything = [v for s in spans for v in s.attributes.values()] + [
-            v for s in spans for e in s.events for v in e.attributes.values()]
+            v for s in spans for e in s.events for v in e.attributes.values()
+        ]
         assert not [v for v in everything if EMAIL in str(v)]  # nowhere in the trace
     else:
         assert out["capture_content"] is True
-        assert a[t.GEN_AI_TOOL_CALL_ARGUMENTS] == json.dumps({"email": EMAIL},
-                                                            separators=(",", ":"))
+        assert a[t.GEN_AI_TOOL_CALL_ARGUMENTS] == json.dumps(
+            {"email": EMAIL}, separators=(",", ":")
+        )
         assert a[t.GEN_AI_TOOL_CALL_RESULT] == f"account 42 for {EMAIL}"
 
 
 # -- nothing without configure; sampling ---------------------------------------------------
 
+
 def test_nothing_is_exported_when_tracing_is_not_configured(
-        receiver: Receiver, tmp_path: Path) -> None:
-    out = proc(receiver, tmp_path / "runs.db", "nested", "--no-configure",
-               env={"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "unconfigured"})
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    out = proc(
+        receiver,
+        tmp_path / "runs.db",
+        "nested",
+        "--no-configure",
+        env={"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "unconfigured"},
+    )
     run = out["runs"]["r1"]
     assert run["state"] == "done"
     assert run["trace"] == {}
@@ -427,8 +542,12 @@ def test_nothing_is_exported_when_tracing_is_not_configured(
 
 
 def test_a_run_sampled_out_at_start_exports_nothing(receiver: Receiver, tmp_path: Path) -> None:
-    out = proc(receiver, tmp_path / "runs.db", "nested-start", env={
-        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"})
+    out = proc(
+        receiver,
+        tmp_path / "runs.db",
+        "nested-start",
+        env={"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"},
+    )
     assert out["runs"]["r1"]["status"] == "waiting"
     spans, _ = receiver.snapshot()
     assert [s.name for s in spans] == []
@@ -468,6 +587,7 @@ anyio.run(main)
 
 
 def test_a_drive_inside_the_callers_span_stays_in_the_run_trace_and_links_to_it() -> None:
-    done = subprocess.run([sys.executable, "-c", CALLER], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", CALLER], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr

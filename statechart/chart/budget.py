@@ -54,8 +54,5 @@ class Budget:
                 return a
             return min(a, b)
 
-        vals = {
-            f: tight(getattr(self, f), getattr(other, f))
-            for f in self.__dataclass_fields__
-        }
+        vals = {f: tight(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__}
         return Budget(**vals)  # type: ignore[arg-type]

@@ -187,12 +187,16 @@ class Chart:
     def _description(self) -> str:
         # Built once: the chart is immutable, and `start` stores it with every new run.
         context = json.dumps(self.context.model_json_schema(), sort_keys=True)
-        lines = [f"chart {self.name} initial={self.initial} budget={self.budget} "
-                 f"exhausted={self.on_exhausted} context={context}"]
+        lines = [
+            f"chart {self.name} initial={self.initial} budget={self.budget} "
+            f"exhausted={self.on_exhausted} context={context}"
+        ]
         for s in self.states:
             tools = ",".join(
                 f"{t.name}:{t.retry}:{t.needs_approval}:{t.repeatable}:"
-                f"{json.dumps(t.schema, sort_keys=True)}" for t in s.tools)
+                f"{json.dumps(t.schema, sort_keys=True)}"
+                for t in s.tools
+            )
             lines.append(
                 f"state {s.name} {s.kind} tools=[{tools}] reads={s.reads} writes={s.writes} "
                 f"iter={s.max_iterations} visits={s.max_visits} "

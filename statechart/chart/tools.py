@@ -72,7 +72,6 @@ class Tool:
             out = await out
         return out
 
-
     async def reconciled(self, arguments: BaseModel, key: str | None) -> Any:
         """Ask the reconcile hook about an interrupted call: its result if it ran, else None.
 
@@ -253,8 +252,7 @@ def outcome_class(value: Any) -> str | None:
     """A result's own outcome class (`hit`, `empty`): its `outcome` field or attribute, when
     that is a string. The miner labels calls by it; the event keeps it beside the text,
     which may be truncated."""
-    found = value.get("outcome") if isinstance(value, Mapping) else getattr(value, "outcome",
-                                                                            None)
+    found = value.get("outcome") if isinstance(value, Mapping) else getattr(value, "outcome", None)
     return found if isinstance(found, str) and found else None
 
 
@@ -264,4 +262,3 @@ def render_result(value: Any, cap: int) -> str:
     if len(text) > cap:
         return f"{text[:cap]}\n[truncated: {len(text) - cap} more characters]"
     return text
-

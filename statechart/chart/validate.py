@@ -300,7 +300,7 @@ def _cycles(graph: dict[str, list[str]]) -> Iterator[list[str]]:
         stack.append(node)
         for nxt in graph[node]:
             if color[nxt] == 1:
-                yield stack[stack.index(nxt):]
+                yield stack[stack.index(nxt) :]
             elif color[nxt] == 0:
                 yield from visit(nxt)
         stack.pop()

@@ -28,22 +28,35 @@ from statechart.store.sqlite import SQLiteStore
 T = TypeVar("T")
 app = typer.Typer(
     help="Hierarchical statecharts for AI agents: run, inspect, approve and resume runs.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 _DEBUG = {"on": False}
 
 Db = Annotated[Path, typer.Option("--db", help="The SQLite store.")]
 DB_DEFAULT = Path("statechart.db")
-ModelOpt = Annotated[str | None, typer.Option(
-    "--model", help="Model spec (openai:MODEL, anthropic:MODEL, ...); default: the agent's "
-    "offline demo model, or on resume the model the run recorded.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model spec (openai:MODEL, anthropic:MODEL, ...); default: the agent's "
+        "offline demo model, or on resume the model the run recorded.",
+    ),
+]
 
 
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="For openai:MODEL: any OpenAI-compatible server (vLLM, Ollama, "
-        "llama.cpp, LM Studio), e.g. http://localhost:11434/v1")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="For openai:MODEL: any OpenAI-compatible server (vLLM, Ollama, "
+            "llama.cpp, LM Studio), e.g. http://localhost:11434/v1",
+        ),
+    ] = None,
 ) -> None:
     """Run `statechart COMMAND --help` for each command's options and an example."""
     _DEBUG["on"] = debug
@@ -72,8 +85,7 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
             raise KeyboardInterrupt
         return result
     except KeyboardInterrupt:
-        typer.echo("interrupted: the run keeps its last stored state; resume it to go on",
-                   err=True)
+        typer.echo("interrupted: the run keeps its last stored state; resume it to go on", err=True)
         raise typer.Exit(130) from None
     except Exception as exc:
         if _DEBUG["on"]:
@@ -93,8 +105,9 @@ def _object(text: str, option: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LoadError(f"{option} is not JSON ({exc}); give an object, e.g. "
-                        "'{\"ticket_id\": \"T-1001\"}'") from None
+        raise LoadError(
+            f'{option} is not JSON ({exc}); give an object, e.g. \'{{"ticket_id": "T-1001"}}\''
+        ) from None
     if not isinstance(value, dict):
         raise LoadError(f"{option} must be a JSON object, not {type(value).__name__}")
     return value
@@ -137,6 +150,8 @@ def _existing(db: Path) -> SQLiteStore:
 async def _chart_of(store: SQLiteStore, run: Run) -> tuple[Chart, ModuleType]:
     source = await store.chart_source(run.chart_version)
     if source is None:
-        raise LoadError(f"run {run.run_id} does not record where its chart came from; it was "
-                        "not started by this command")
+        raise LoadError(
+            f"run {run.run_id} does not record where its chart came from; it was "
+            "not started by this command"
+        )
     return load_chart(source)

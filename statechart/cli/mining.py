@@ -46,8 +46,9 @@ async def _traces(path: Path, chart: str | None = None, *, db: bool = False) -> 
         finally:
             store.close()
     if not path.is_file():
-        raise LoadError(f"no trace file at {path}; give a JSONL file (one run per line) or "
-                        "--db PATH")
+        raise LoadError(
+            f"no trace file at {path}; give a JSONL file (one run per line) or --db PATH"
+        )
     return read_jsonl(path)
 
 
@@ -58,20 +59,25 @@ def mine_command(
     chart: Annotated[str | None, typer.Option("--chart", help="Only runs of this chart.")] = None,
     by: By = "label",
     threshold: Annotated[float, typer.Option(help="Rare below this share.")] = DEFAULT_THRESHOLD,
-    repeat_limit: Annotated[int, typer.Option(
-        "--repeat-limit", help="Flag runs where a tool repeats more than this.")] =
-        DEFAULT_REPEAT_LIMIT,
+    repeat_limit: Annotated[
+        int, typer.Option("--repeat-limit", help="Flag runs where a tool repeats more than this.")
+    ] = DEFAULT_REPEAT_LIMIT,
     top: Annotated[int, typer.Option(help="Transitions shown (0: all).")] = 30,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Draw the mined graph.")] = False,
-    out: Annotated[Path | None, typer.Option(
-        "--propose", help="Write a draft chart (Python) to this file.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--propose", help="Write a draft chart (Python) to this file.")
+    ] = None,
     name: Annotated[str, typer.Option(help="Name of the proposed chart.")] = "mined",
-    force: Annotated[bool, typer.Option(
-        "--force", help="Let --propose replace an existing file.")] = False,
-    shadow: Annotated[bool, typer.Option(
-        "--shadow", help="Report what shadow runs in --db would have been refused.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Let --propose replace an existing file.")
+    ] = False,
+    shadow: Annotated[
+        bool,
+        typer.Option("--shadow", help="Report what shadow runs in --db would have been refused."),
+    ] = False,
 ) -> None:
     """Mine recorded runs. Example: statechart mine traces.jsonl --propose draft.py"""
+
     async def go() -> None:
         if (file is None) == (db is None):
             raise LoadError("give exactly one source: a JSONL file, or --db PATH")
@@ -90,14 +96,18 @@ def mine_command(
         if not traces:
             raise LoadError(f"{source} holds no runs to mine")
         if out is not None and out.exists() and not force:
-            raise LoadError(f"{out} exists; --propose will not replace it (it may be your edited "
-                            "draft, or the traces): pass --force, or another file name")
+            raise LoadError(
+                f"{out} exists; --propose will not replace it (it may be your edited "
+                "draft, or the traces): pass --force, or another file name"
+            )
         if out is not None:
             draft = propose(traces, name=name, threshold=threshold, repeat_limit=repeat_limit)
             out.write_text(draft.source, encoding="utf-8")
-            typer.echo(f"wrote {out}: {len(draft.phases)} states from {len(traces)} runs, "
-                       f"{len(draft.mined.rare)} rare moves left out; check it with: "
-                       f"statechart check {out}:chart")
+            typer.echo(
+                f"wrote {out}: {len(draft.phases)} states from {len(traces)} runs, "
+                f"{len(draft.mined.rare)} rare moves left out; check it with: "
+                f"statechart check {out}:chart"
+            )
             return
         mined = mine(traces, threshold=threshold, repeat_limit=repeat_limit, by=by)
         if mermaid:
@@ -114,11 +124,11 @@ def drift_command(
     before: Annotated[Path, typer.Argument(help="Runs before the change (JSONL or store).")],
     after: Annotated[Path, typer.Argument(help="Runs after the change (JSONL or store).")],
     by: By = "label",
-    alpha: Annotated[float, typer.Option(help="Flag below this Holm-adjusted p.")] =
-        DEFAULT_ALPHA,
+    alpha: Annotated[float, typer.Option(help="Flag below this Holm-adjusted p.")] = DEFAULT_ALPHA,
     all_edges: Annotated[bool, typer.Option("--all", help="List every edge.")] = False,
 ) -> None:
     """Compare two sets of runs. Example: statechart drift before.jsonl after.jsonl"""
+
     async def go() -> None:
         a, b = await _traces(before), await _traces(after)
         typer.echo(drift_report(drift(a, b, by=by, alpha=alpha), all_edges=all_edges))

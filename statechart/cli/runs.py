@@ -48,20 +48,23 @@ def _progress(record: Step, chart: Chart) -> None:
     for level in compiled(chart).levels_of(e.source):
         spent = run.ledger.get(level.key)
         used = {kind: spent_of(spent, kind) if spent else 0 for kind in level.caps}
-        caps = "  ".join(f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
-                         for kind, cap in level.caps.items())
+        caps = "  ".join(
+            f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
+            for kind, cap in level.caps.items()
+        )
         parts.append(f"{level.key}: {caps}" if level.key else caps)
     note = e.refused or e.reason or ""
     budget = " | ".join(parts)
-    typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note
-                                                                       else ""))
+    typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note else ""))
 
 
-async def _drive(chart: Chart, run_id: str, store: SQLiteStore, model: Model, *,
-                 resuming: bool) -> Run:
+async def _drive(
+    chart: Chart, run_id: str, store: SQLiteStore, model: Model, *, resuming: bool
+) -> Run:
     last = None
-    async with contextlib.aclosing(drive(chart, run_id, store=store, model=model,
-                                         resuming=resuming)) as records:
+    async with contextlib.aclosing(
+        drive(chart, run_id, store=store, model=model, resuming=resuming)
+    ) as records:
         async for record in records:
             _progress(record, chart)
             last = record.run
@@ -76,8 +79,10 @@ def _outcome(run: Run, db: Path) -> None:
     if run.status == "waiting":
         base = os.environ.get("OPENAI_BASE_URL") if run.model.startswith("openai:") else None
         cmd = f"statechart --base-url {base}" if base else "statechart"
-        typer.echo(f"approve: {cmd} approve {run.run_id} --db {db}\n"
-                   f"reject:  {cmd} reject {run.run_id} --reason '...' --db {db}")
+        typer.echo(
+            f"approve: {cmd} approve {run.run_id} --db {db}\n"
+            f"reject:  {cmd} reject {run.run_id} --reason '...' --db {db}"
+        )
 
 
 @app.command()
@@ -85,13 +90,15 @@ def run(
     target: Annotated[str, typer.Argument(help="PATH.py:CHART of the agent.")],
     input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
     input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
-    db: Db = DB_DEFAULT, model: ModelOpt = None,
+    db: Db = DB_DEFAULT,
+    model: ModelOpt = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the id.")] = None,
 ) -> None:
     """Start a run and drive it until it ends or waits for a human.
 
     Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
     """
+
     async def go() -> None:
         _use(db)
         chart, module = load_chart(target)
@@ -132,18 +139,27 @@ def runs(
 
 @app.command()
 def show(
-    run_id: str, db: Db = DB_DEFAULT,
+    run_id: str,
+    db: Db = DB_DEFAULT,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """The audit timeline of a run. Example: statechart show RUN_ID --json"""
+
     async def go() -> None:
         store = _existing(db)
         found, events = await store.load(run_id), await store.events(run_id)
         if as_json:
             t = audit.totals(events)
-            typer.echo(json.dumps({"run": found.model_dump(mode="json"),
-                                   "events": audit.timeline(events),
-                                   "totals": t.model_dump()}, indent=2))
+            typer.echo(
+                json.dumps(
+                    {
+                        "run": found.model_dump(mode="json"),
+                        "events": audit.timeline(events),
+                        "totals": t.model_dump(),
+                    },
+                    indent=2,
+                )
+            )
         else:
             typer.echo(audit.render(found, events))
         store.close()
@@ -154,6 +170,7 @@ def show(
 @app.command()
 def resume(run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None) -> None:
     """Drive a stored run on from where it is. Example: statechart resume RUN_ID"""
+
     async def go() -> None:
         store = _existing(db)
         found = await store.load(run_id)
@@ -167,7 +184,8 @@ def resume(run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None) -> None:
 
 @app.command()
 def approve(
-    run_id: str, db: Db = DB_DEFAULT,
+    run_id: str,
+    db: Db = DB_DEFAULT,
     by: Annotated[str, typer.Option(help="Who approves.")] = "cli",
     note: Annotated[str, typer.Option(help="Why.")] = "",
     edit: Annotated[str | None, typer.Option(help="JSON edits to the pending call.")] = None,
@@ -178,6 +196,7 @@ def approve(
 
     Example: statechart approve RUN_ID --note 'checked' --edit '{"amount": 15}'
     """
+
     async def go() -> None:
         store = _existing(db)
         found = await store.load(run_id)
@@ -195,16 +214,21 @@ def approve(
 
 @app.command()
 def reject(
-    run_id: str, reason: Annotated[str, typer.Option(help="Why (the model hears it).")],
-    db: Db = DB_DEFAULT, by: Annotated[str, typer.Option(help="Who rejects.")] = "cli",
+    run_id: str,
+    reason: Annotated[str, typer.Option(help="Why (the model hears it).")],
+    db: Db = DB_DEFAULT,
+    by: Annotated[str, typer.Option(help="Who rejects.")] = "cli",
 ) -> None:
     """Reject what a run waits for. Example: statechart reject RUN_ID --reason 'tone'"""
+
     async def go() -> None:
         store = _existing(db)
         chart, _ = await _chart_of(store, await store.load(run_id))
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
-        typer.echo(f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
-                   f"continue with: statechart resume {run_id} --db {db}")
+        typer.echo(
+            f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
+            f"continue with: statechart resume {run_id} --db {db}"
+        )
         store.close()
 
     _run(go)
@@ -212,10 +236,13 @@ def reject(
 
 @app.command()
 def cancel(
-    run_id: str, reason: Annotated[str, typer.Option(help="Why.")], db: Db = DB_DEFAULT,
+    run_id: str,
+    reason: Annotated[str, typer.Option(help="Why.")],
+    db: Db = DB_DEFAULT,
     by: Annotated[str, typer.Option(help="Who cancels.")] = "cli",
 ) -> None:
     """End a run in `cancelled`. Example: statechart cancel RUN_ID --reason 'duplicate'"""
+
     async def go() -> None:
         store = _existing(db)
         chart, _ = await _chart_of(store, await store.load(run_id))
@@ -228,17 +255,21 @@ def cancel(
 
 @app.command()
 def fork(
-    run_id: str, at: Annotated[int, typer.Option("--at", help="The seq to fork after.")],
+    run_id: str,
+    at: Annotated[int, typer.Option("--at", help="The seq to fork after.")],
     db: Db = DB_DEFAULT,
 ) -> None:
     """Start a new run from a run's state after event SEQ. Example: statechart fork RUN --at 4"""
+
     async def go() -> None:
         store = _existing(db)
         found = await store.load(run_id)
         chart, _ = await _chart_of(store, found)
         child = await fork_run(chart, run_id, at, store=store)
-        typer.echo(f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
-                   f"drive it with: statechart resume {child.run_id} --db {db}")
+        typer.echo(
+            f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
+            f"drive it with: statechart resume {child.run_id} --db {db}"
+        )
         store.close()
 
     _run(go)
@@ -247,11 +278,14 @@ def fork(
 @app.command()
 def check(target: Annotated[str, typer.Argument(help="PATH.py:CHART")]) -> None:
     """Validate a chart (as a lint). Example: statechart check agents/support_triage.py:chart"""
+
     async def go() -> None:
         chart, _ = load_chart(target)
         cc = compiled(chart)
-        typer.echo(f"ok: {chart.name} version {chart.version}: {len(cc.nodes)} states, "
-                   f"{len(cc.transitions)} transitions")
+        typer.echo(
+            f"ok: {chart.name} version {chart.version}: {len(cc.nodes)} states, "
+            f"{len(cc.transitions)} transitions"
+        )
 
     _run(go)
 
@@ -263,14 +297,14 @@ def draw(
     db: Db = DB_DEFAULT,
 ) -> None:
     """Print a Mermaid diagram. Example: statechart diagram agents/support_triage.py:chart"""
+
     async def go() -> None:
         found: Run | None = None
         events: list[Any] = []
         if run_id is not None:
             store = _existing(db)
             found, events = await store.load(run_id), await store.events(run_id)
-            chart = (await _chart_of(store, found))[0] if target is None else \
-                load_chart(target)[0]
+            chart = (await _chart_of(store, found))[0] if target is None else load_chart(target)[0]
             store.close()
         elif target is not None:
             chart = load_chart(target)[0]

@@ -34,8 +34,14 @@ from statechart.records.spent import ONE_STEP, ZERO, Spent
 
 
 def advance(
-    cc: CompiledChart, run: Run, memory: Memory, effect: Effect, outcome: Any = None,
-    *, now: float, wall_ms: int = 0,
+    cc: CompiledChart,
+    run: Run,
+    memory: Memory,
+    effect: Effect,
+    outcome: Any = None,
+    *,
+    now: float,
+    wall_ms: int = 0,
 ) -> Step:
     """Fold the outcome of `effect` into the next run and its event."""
     wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
@@ -55,8 +61,15 @@ def advance(
         if effect.what == "ask":
             return _ask(cc, run, effect.detail, now, wall)
         if effect.what == "escalate":
-            return escalate(cc, run, effect.detail, now, ONE_STEP + wall, actor="system",
-                             error=f"InvalidContext: {effect.detail}")
+            return escalate(
+                cc,
+                run,
+                effect.detail,
+                now,
+                ONE_STEP + wall,
+                actor="system",
+                error=f"InvalidContext: {effect.detail}",
+            )
     raise ValueError(f"no transition follows effect {effect!r}")
 
 
@@ -67,13 +80,25 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         run = run.model_copy(update={"visit": visit})
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
-        return escalate(cc, run, reason, now, usage, actor="system",
-                        error=f"{type(outcome).__name__}: {outcome}")
+        return escalate(
+            cc,
+            run,
+            reason,
+            now,
+            usage,
+            actor="system",
+            error=f"{type(outcome).__name__}: {outcome}",
+        )
     reply: Reply = outcome
     u = reply.usage
     usage = Spent(
-        steps=1, model_calls=1, tool_calls=0, input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens, cost_micros=u.cost_micros, wall_ms=wall.wall_ms,
+        steps=1,
+        model_calls=1,
+        tool_calls=0,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cost_micros=u.cost_micros,
+        wall_ms=wall.wall_ms,
     )
     said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
     if not reply.tool_calls:
@@ -82,17 +107,37 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
             f"of the offered tools or {NEXT_STATE}"
         )
         nudge = Message(role="user", content=f"refused: {why}")
-        return commit(cc, run, None, now, usage, trigger="reply", actor="model",
-                      refused=why, result=why, delta=(said, nudge), update={"visit": visit})
+        return commit(
+            cc,
+            run,
+            None,
+            now,
+            usage,
+            trigger="reply",
+            actor="model",
+            refused=why,
+            result=why,
+            delta=(said, nudge),
+            update={"visit": visit},
+        )
     calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
     queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
     extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
     t = cc.resolve(run.state, "propose")
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, usage, trigger="propose", actor="model",
-                  calls=reply.tool_calls, delta=(said, *extra),
-                  update={"visit": visit, "pending": queue})
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        usage,
+        trigger="propose",
+        actor="model",
+        calls=reply.tool_calls,
+        delta=(said, *extra),
+        update={"visit": visit, "pending": queue},
+    )
 
 
 def _after_tool(
@@ -102,16 +147,25 @@ def _after_tool(
     tool = effect.tool
     if isinstance(outcome, Reconciled) and outcome.failed is not None:
         exc = outcome.failed
-        return _ask(cc, run, (
-            f"the reconcile hook of tool '{tool.name}' raised {type(exc).__name__}: {exc}; the "
-            "call may have run: check its effect outside, then approve to run it again or "
-            "reject to skip it"), now, wall)
+        return _ask(
+            cc,
+            run,
+            (
+                f"the reconcile hook of tool '{tool.name}' raised {type(exc).__name__}: {exc}; the "
+                "call may have run: check its effect outside, then approve to run it again or "
+                "reject to skip it"
+            ),
+            now,
+            wall,
+        )
     error = None
     reason = ""
     if effect.doubt is not None:
         reason = f"settled an interrupted call (retry='{effect.doubt}'): " + (
-            "the reconcile hook reported that it had run" if isinstance(outcome, Reconciled)
-            else "it ran again" + (" under its recorded key" if effect.doubt == "keyed" else ""))
+            "the reconcile hook reported that it had run"
+            if isinstance(outcome, Reconciled)
+            else "it ran again" + (" under its recorded key" if effect.doubt == "keyed" else "")
+        )
     if isinstance(outcome, Reconciled):
         outcome = outcome.value
     if isinstance(outcome, BaseException):
@@ -123,8 +177,10 @@ def _after_tool(
     calls[tool.name] = calls.get(tool.name, 0) + 1
     counts: dict[str, Any] = {"calls": calls}
     if error is None:
-        counts["succeeded"] = {**run.visit.succeeded,
-                               tool.name: run.visit.succeeded.get(tool.name, 0) + 1}
+        counts["succeeded"] = {
+            **run.visit.succeeded,
+            tool.name: run.visit.succeeded.get(tool.name, 0) + 1,
+        }
     visit = evolve(run.visit, counts)
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
@@ -133,10 +189,23 @@ def _after_tool(
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
-    return commit(cc, run, cc.move(run.state, t), now, usage, trigger=trigger, actor="code",
-                  call=effect.call, result=text, error=error, fingerprint=ran, reason=reason,
-                  outcome=outcome_class(outcome) if error is None else None,
-                  delta=(msg,), update={"visit": visit, "pending": pending})
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        usage,
+        trigger=trigger,
+        actor="code",
+        call=effect.call,
+        result=text,
+        error=error,
+        fingerprint=ran,
+        reason=reason,
+        outcome=outcome_class(outcome) if error is None else None,
+        delta=(msg,),
+        update={"visit": visit, "pending": pending},
+    )
 
 
 def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
@@ -144,9 +213,20 @@ def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent)
     delta = drop_queue(run, f"refused: {why}")
     t = cc.resolve(run.state, "results")
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="refuse",
-                   actor="model", call=head, refused=why, result=f"refused: {why}", delta=delta,
-                   update={"pending": ()})
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        ONE_STEP + wall,
+        trigger="refuse",
+        actor="model",
+        call=head,
+        refused=why,
+        result=f"refused: {why}",
+        delta=delta,
+        update={"pending": ()},
+    )
 
 
 def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
@@ -155,8 +235,18 @@ def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step
     run = run.model_copy(update={"pending": (head,), "reason": why})
     t = cc.resolve(run.state, "ask")
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, ONE_STEP + wall, trigger="ask",
-                   actor="system", call=head.call, reason=why, delta=delta)
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        ONE_STEP + wall,
+        trigger="ask",
+        actor="system",
+        call=head.call,
+        reason=why,
+        delta=delta,
+    )
 
 
 def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
@@ -183,9 +273,20 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
         return _refuse_call(cc, run, move, now, wall)
     text = f"moved to '{target}'"
     msg = Message(role="tool", tool_call_id=call.id, content=text)
-    return commit(cc, run, move, now, ONE_STEP if wall is ZERO else ONE_STEP + wall,
-                  update={"pending": ()}, trigger=move.transition.trigger,
-                  actor="model", call=call, patch=values, result=text, delta=(msg,))
+    return commit(
+        cc,
+        run,
+        move,
+        now,
+        ONE_STEP if wall is ZERO else ONE_STEP + wall,
+        update={"pending": ()},
+        trigger=move.transition.trigger,
+        actor="model",
+        call=call,
+        patch=values,
+        result=text,
+        delta=(msg,),
+    )
 
 
 def _after_handler(
@@ -198,10 +299,16 @@ def _after_handler(
         why = f"handler of code state '{here}' raised {error}"
         return escalate(cc, run, why, now, usage, actor="code", error=error)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
-    if not (isinstance(decision, Decision) and isinstance(decision.target, str)
-            and isinstance(decision.reason, str) and isinstance(decision.patch, Mapping)):
-        why = (f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
-               "the name of a target state")
+    if not (
+        isinstance(decision, Decision)
+        and isinstance(decision.target, str)
+        and isinstance(decision.reason, str)
+        and isinstance(decision.patch, Mapping)
+    ):
+        why = (
+            f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
+            "the name of a target state"
+        )
         return escalate(cc, run, why, now, usage, actor="code", error=f"InvalidDecision: {why}")
     patch, problem = _validate_patch(cc, here, run, effect.state, dict(decision.patch))
     if problem is None:
@@ -210,8 +317,17 @@ def _after_handler(
     if problem is not None:
         return escalate(cc, run, problem, now, usage, actor="code", refused=problem)
     assert isinstance(move, Move)
-    return commit(cc, run, move, now, usage, trigger=move.transition.trigger, actor="code",
-                   reason=decision.reason, patch=patch)
+    return commit(
+        cc,
+        run,
+        move,
+        now,
+        usage,
+        trigger=move.transition.trigger,
+        actor="code",
+        reason=decision.reason,
+        patch=patch,
+    )
 
 
 def _validate_patch(
@@ -219,8 +335,10 @@ def _validate_patch(
 ) -> tuple[dict[str, Any], str | None]:
     undeclared = sorted(set(patch) - set(state.writes))
     if undeclared:
-        return {}, (f"code state '{path}' wrote {', '.join(undeclared)}, which it does not "
-                    "declare in writes=")
+        return {}, (
+            f"code state '{path}' wrote {', '.join(undeclared)}, which it does not "
+            "declare in writes="
+        )
     return checked_patch(cc, path, run, patch)
 
 
@@ -245,9 +363,19 @@ def route_exhausted(cc: CompiledChart, run: Run, which: str, now: float, wall: S
                 break
     reason = f"budget exhausted at {which or 'root'}{note}; routed to '{move.leaf}'"
     delta = drop_queue(run, _dropped_head(run)) if run.pending else ()
-    return commit(cc, run, move, now, wall, trigger=t.trigger, actor="system", reason=reason,
-                  exhausted=which, delta=delta,
-                  update={"pending": (), "routed": run.routed + 1})
+    return commit(
+        cc,
+        run,
+        move,
+        now,
+        wall,
+        trigger=t.trigger,
+        actor="system",
+        reason=reason,
+        exhausted=which,
+        delta=delta,
+        update={"pending": (), "routed": run.routed + 1},
+    )
 
 
 def _over_visits(cc: CompiledChart, run: Run, move: Move) -> str | None:
@@ -261,24 +389,44 @@ def _over_visits(cc: CompiledChart, run: Run, move: Move) -> str | None:
 
 
 def escalate(
-    cc: CompiledChart, run: Run, why: str, now: float, usage: Spent, *, actor: Actor,
-    error: str | None = None, refused: str | None = None,
+    cc: CompiledChart,
+    run: Run,
+    why: str,
+    now: float,
+    usage: Spent,
+    *,
+    actor: Actor,
+    error: str | None = None,
+    refused: str | None = None,
 ) -> Step:
     """Route to the escalated state of the chart that owns the run's state, with `why`."""
     delta = drop_queue(run, _dropped_head(run)) if run.pending else ()
     here = cc.owner_state(run.state)[0]
     t = cc.resolve(run.state, go(cc.nodes[here].prefix + ESCALATED))
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, usage, trigger=t.trigger, actor=actor,
-                   reason=why, error=error, refused=refused, delta=delta,
-                   update={"pending": ()})
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        usage,
+        trigger=t.trigger,
+        actor=actor,
+        reason=why,
+        error=error,
+        refused=refused,
+        delta=delta,
+        update={"pending": ()},
+    )
 
 
 def _dropped_head(run: Run) -> str:
     """The result for a queued head that will not run now: it may have run if in doubt."""
     if run.doubt is not None and run.pending and run.pending[0].call.id == run.doubt:
-        return ("not run again: this call may have run before its driver stopped; "
-                "check its effect before repeating it")
+        return (
+            "not run again: this call may have run before its driver stopped; "
+            "check its effect before repeating it"
+        )
     return NOT_EXECUTED
 
 

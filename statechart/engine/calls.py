@@ -30,7 +30,9 @@ def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
 
 
 def doubt_after(
-    doubt: str | None, handled: str | None, pending: tuple[QueuedCall, ...],
+    doubt: str | None,
+    handled: str | None,
+    pending: tuple[QueuedCall, ...],
 ) -> str | None:
     """The call still in doubt after a step that handled call `handled` (ran, refused,
     asked about, decided on it) and left `pending` queued."""
@@ -47,23 +49,35 @@ def open_call(run: Run) -> QueuedCall | None:
 
 
 def track(
-    cc: CompiledChart, before: Run, after: Run, seq: int, *, keep_open: bool = False,
+    cc: CompiledChart,
+    before: Run,
+    after: Run,
+    seq: int,
+    *,
+    keep_open: bool = False,
 ) -> tuple[Run, Intent | None, tuple[str, ...]]:
     """The run with the new head's key recorded, the intent opened and the ones closed."""
     was = open_call(before)
     head = after.pending[0] if after.pending else None
     opened = None
     visit = after.visit
-    if (head is not None and head.key is None and after.state.endswith(".act")
-            and head.call.name != NEXT_STATE and visit is not None):
+    if (
+        head is not None
+        and head.key is None
+        and after.state.endswith(".act")
+        and head.call.name != NEXT_STATE
+        and visit is not None
+    ):
         key = _key_for(cc, after, head.call)
         if key is not None:
             head = evolve(head, {"key": key})
             after = evolve(after, {"pending": (head, *after.pending[1:])})
             opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
     closed: tuple[str, ...] = ()
-    if was is not None and not keep_open and (
-        head is None or head.call.id != was.call.id or opened is not None
+    if (
+        was is not None
+        and not keep_open
+        and (head is None or head.call.id != was.call.id or opened is not None)
     ):
         closed = (was.call.id,)  # it left the queue, or is recorded again (edited)
     return after, opened, closed

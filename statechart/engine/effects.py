@@ -147,7 +147,10 @@ def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
 
 
 def first_exhausted(
-    cc: CompiledChart, run: Run, hard_only: bool = False, leaf: str | None = None,
+    cc: CompiledChart,
+    run: Run,
+    hard_only: bool = False,
+    leaf: str | None = None,
 ) -> str | None:
     """`level:kind` of the outermost spent level around `leaf` (only steps/wall if `hard_only`)."""
     ledger = run.ledger
@@ -171,16 +174,20 @@ def calls_cap_refusal(state: State, path: str, visit: Visit, tool: Tool) -> str 
     done = visit.calls.get(tool.name, 0)
     if cap is None or done < cap:
         return None
-    return (f"tool '{tool.name}' was already called {done} times in this visit of "
-            f"'{path}' (max_calls={cap}); use what you have or call {NEXT_STATE}")
+    return (
+        f"tool '{tool.name}' was already called {done} times in this visit of "
+        f"'{path}' (max_calls={cap}); use what you have or call {NEXT_STATE}"
+    )
 
 
 def repeat_refusal(tool: Tool, fp: str, seen: Collection[str]) -> str | None:
     """Why a call whose fingerprint already ran is refused (unless repeatable), or None."""
     if fp not in seen or tool.repeatable:
         return None
-    return (f"tool '{tool.name}' already ran with these arguments; its result is above. "
-            "Do not repeat a call; change the arguments or move on")
+    return (
+        f"tool '{tool.name}' already ran with these arguments; its result is above. "
+        "Do not repeat a call; change the arguments or move on"
+    )
 
 
 def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
@@ -207,15 +214,20 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
         return Decide("refuse", found)
     fp = found.fingerprint
     refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
-        tool, fp, memory.fingerprints)
+        tool, fp, memory.fingerprints
+    )
     if refusal is not None:
         return Decide("refuse", refusal)
     doubt = tool.retry if run.doubt == call.id else None
     if doubt == "never":
-        return Decide("ask", (
-            f"tool '{tool.name}' may have run before its driver stopped (intent recorded, "
-            f"no result; retry='never'): check its effect outside, then approve to run it "
-            f"again or reject to skip it"))
+        return Decide(
+            "ask",
+            (
+                f"tool '{tool.name}' may have run before its driver stopped (intent recorded, "
+                f"no result; retry='never'): check its effect outside, then approve to run it "
+                f"again or reject to skip it"
+            ),
+        )
     if tool.needs_approval and queued.approved_by is None:
         return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
     key = queued.key or idempotency_key(run, tool, fp)

@@ -15,8 +15,14 @@ from statechart.records.spent import ZERO
 
 
 def decide(
-    cc: CompiledChart, run: Run, *, approved: bool, by: str, note: str,
-    edits: dict[str, Any] | None, now: float,
+    cc: CompiledChart,
+    run: Run,
+    *,
+    approved: bool,
+    by: str,
+    note: str,
+    edits: dict[str, Any] | None,
+    now: float,
 ) -> Step:
     """Record a human decision on a waiting run; the run becomes runnable again."""
     if run.status != "waiting":
@@ -41,14 +47,29 @@ def decide(
     move = try_move(cc, run, go(prefix + str(target)), {})
     if isinstance(move, str):
         waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
-        return commit(cc, waiting, None, now, ZERO, trigger=verb, actor="human",
-                       reason=reason, refused=move, by=by)
+        return commit(
+            cc,
+            waiting,
+            None,
+            now,
+            ZERO,
+            trigger=verb,
+            actor="human",
+            reason=reason,
+            refused=move,
+            by=by,
+        )
     return commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason, by=by)
 
 
 def _decide_call(
-    cc: CompiledChart, run: Run, approved: bool, by: str, reason: str,
-    edits: dict[str, Any] | None, now: float,
+    cc: CompiledChart,
+    run: Run,
+    approved: bool,
+    by: str,
+    reason: str,
+    edits: dict[str, Any] | None,
+    now: float,
 ) -> Step:
     head = run.pending[0]
     call = head.call
@@ -61,17 +82,40 @@ def _decide_call(
         run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
         t = cc.resolve(run.state, "approved")
         assert t is not None
-        return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="approved",
-                       actor="human", reason=reason, call=call, by=by, before=before,
-                       result=f"edited arguments: {edits}" if edits else None)
+        return commit(
+            cc,
+            run,
+            cc.move(run.state, t),
+            now,
+            ZERO,
+            trigger="approved",
+            actor="human",
+            reason=reason,
+            call=call,
+            by=by,
+            before=before,
+            result=f"edited arguments: {edits}" if edits else None,
+        )
     msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
     before = run
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
     t = cc.resolve(run.state, "rejected")
     assert t is not None
-    return commit(cc, run, cc.move(run.state, t), now, ZERO, trigger="rejected", before=before,
-                   actor="human", reason=reason, call=call, result=msg.content, delta=(msg,),
-                   by=by)
+    return commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        ZERO,
+        trigger="rejected",
+        before=before,
+        actor="human",
+        reason=reason,
+        call=call,
+        result=msg.content,
+        delta=(msg,),
+        by=by,
+    )
 
 
 def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) -> ToolCall:
@@ -88,7 +132,8 @@ def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) 
             raise RunError(
                 f"edits to the pending call of run {run.run_id} in '{owner}' name "
                 f"{', '.join(unknown)}, which tool '{tool.name}' does not take (it takes "
-                f"{', '.join(tool.args_model.model_fields)}); nothing was changed")
+                f"{', '.join(tool.args_model.model_fields)}); nothing was changed"
+            )
         try:
             arguments = tool.validate(arguments)
         except ToolArgumentsError as exc:
@@ -105,13 +150,28 @@ def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float, by: str = ""
     assert t is not None
     in_flight = run.state.endswith(".act")  # its head call may be running right now
     delta = tuple(
-        Message(role="tool", tool_call_id=q.call.id,
-                content=f"cancelled: {reason}; this call may have started" if i == 0 and in_flight
-                else f"not executed: cancelled: {reason}")
+        Message(
+            role="tool",
+            tool_call_id=q.call.id,
+            content=f"cancelled: {reason}; this call may have started"
+            if i == 0 and in_flight
+            else f"not executed: cancelled: {reason}",
+        )
         for i, q in enumerate(run.pending)
     )
-    step = commit(cc, run, cc.move(run.state, t), now, ZERO, trigger=CANCEL, actor="human",
-                  reason=reason, delta=delta, update={"pending": ()}, keep_open=in_flight,
-                  by=by or None)
+    step = commit(
+        cc,
+        run,
+        cc.move(run.state, t),
+        now,
+        ZERO,
+        trigger=CANCEL,
+        actor="human",
+        reason=reason,
+        delta=delta,
+        update={"pending": ()},
+        keep_open=in_flight,
+        by=by or None,
+    )
     ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
     return replace(step, run=ended)

@@ -45,7 +45,11 @@ class MachinePair:
     only the differential test uses."""
 
     def __init__(
-        self, tree: list[Any], transitions: list[Transition], initial: str, paths: list[str],
+        self,
+        tree: list[Any],
+        transitions: list[Transition],
+        initial: str,
+        paths: list[str],
     ) -> None:
         self._tree = tree
         self._transitions = transitions
@@ -75,8 +79,12 @@ class MachinePair:
 
     def _build(self, holder: _Holder, *, traced: bool) -> _Machine:
         m = _Machine(
-            model=holder, states=self._tree, initial=self._initial,
-            auto_transitions=False, send_event=True, model_attribute="state",
+            model=holder,
+            states=self._tree,
+            initial=self._initial,
+            auto_transitions=False,
+            send_event=True,
+            model_attribute="state",
         )
         for t in self._transitions:
             conds: list[Callable[..., bool | None] | str] = []
@@ -94,7 +102,10 @@ class MachinePair:
             self._trace.append((what, path))
 
     def fire(
-        self, leaf: str, trigger: str, allow: Callable[[Transition], bool],
+        self,
+        leaf: str,
+        trigger: str,
+        allow: Callable[[Transition], bool],
         trace: list[tuple[str, str]] | None = None,
     ) -> str | None:
         """Trigger from `leaf` and follow sub-chart exits; the new leaf, or None if a guard

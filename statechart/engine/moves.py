@@ -27,8 +27,11 @@ def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Messa
     for i, q in enumerate(run.pending):
         if i == 0 and keep_head:
             continue
-        out.append(Message(role="tool", tool_call_id=q.call.id,
-                           content=head_text if i == 0 else NOT_EXECUTED))
+        out.append(
+            Message(
+                role="tool", tool_call_id=q.call.id, content=head_text if i == 0 else NOT_EXECUTED
+            )
+        )
     return tuple(out)
 
 
@@ -44,8 +47,10 @@ def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -
     if edge is not None and edge.max_traversals is not None:
         taken = run.traversals.get(t.key, 0)
         if taken >= edge.max_traversals:
-            return (f"edge {t.key} was already taken {taken} time(s) "
-                    f"(max_traversals={edge.max_traversals}); choose another target")
+            return (
+                f"edge {t.key} was already taken {taken} time(s) "
+                f"(max_traversals={edge.max_traversals}); choose another target"
+            )
     if edge is not None and edge.guard is not None:
         refusal = check_guard(cc, run, t, patch)
         if refusal is not None:
@@ -56,16 +61,21 @@ def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -
         if state is not None and state.max_visits is not None:
             seen = run.visits.get(path, 0)
             if seen >= state.max_visits:
-                return (f"state '{path}' was already visited {seen} time(s) "
-                        f"(max_visits={state.max_visits}); choose another target")
+                return (
+                    f"state '{path}' was already visited {seen} time(s) "
+                    f"(max_visits={state.max_visits}); choose another target"
+                )
     return move
 
 
 def _targets(cc: CompiledChart, leaf: str) -> list[str]:
     here = cc.owner_state(leaf)[0]
     prefix = cc.nodes[here].prefix
-    return [t.dest.removeprefix(prefix) for t in cc.table.get(here, {}).values()
-            if t.trigger.startswith("go:")]
+    return [
+        t.dest.removeprefix(prefix)
+        for t in cc.table.get(here, {}).values()
+        if t.trigger.startswith("go:")
+    ]
 
 
 def check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
@@ -111,11 +121,19 @@ def checked_patch(
     return merged.model_dump(mode="json", include=set(patch)), None
 
 
-
 def commit(
-    cc: CompiledChart, run: Run, move: Move | None, now: float, usage: Spent, *,
-    trigger: str, actor: Actor, delta: tuple[Message, ...] = (),
-    update: dict[str, Any] | None = None, keep_open: bool = False, before: Run | None = None,
+    cc: CompiledChart,
+    run: Run,
+    move: Move | None,
+    now: float,
+    usage: Spent,
+    *,
+    trigger: str,
+    actor: Actor,
+    delta: tuple[Message, ...] = (),
+    update: dict[str, Any] | None = None,
+    keep_open: bool = False,
+    before: Run | None = None,
     **fields: Any,
 ) -> Step:
     """The next run and its event: charge the ledger, count visits, apply the patch,
@@ -141,17 +159,25 @@ def commit(
             fields["edge"] = move.transition.key
     if run.doubt is not None and "doubt" not in update:
         handled = fields.get("call")
-        update["doubt"] = doubt_after(run.doubt, handled.id if handled is not None else None,
-                                      update.get("pending", run.pending))
-    after, opened, closed = track(cc, before or run, evolve(run, update), seq,
-                                  keep_open=keep_open)
+        update["doubt"] = doubt_after(
+            run.doubt,
+            handled.id if handled is not None else None,
+            update.get("pending", run.pending),
+        )
+    after, opened, closed = track(cc, before or run, evolve(run, update), seq, keep_open=keep_open)
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
     values = {
         **fields,
-        "run_id": run.run_id, "seq": seq, "time": now, "source": run.state,
-        "target": move.leaf if move is not None else run.state, "trigger": trigger,
-        "actor": actor, "usage": usage, "visit": visit_key if delta else None,
+        "run_id": run.run_id,
+        "seq": seq,
+        "time": now,
+        "source": run.state,
+        "target": move.leaf if move is not None else run.state,
+        "trigger": trigger,
+        "actor": actor,
+        "usage": usage,
+        "visit": visit_key if delta else None,
         "delta": len(delta),
     }
     event = build(Event, values)

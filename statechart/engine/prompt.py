@@ -63,8 +63,7 @@ def _build_view(cc: CompiledChart, path: str) -> ModelView:
         parameters=schema,
     )
     tools = tuple(
-        ToolSpec(name=t.name, description=t.description, parameters=t.schema)
-        for t in state.tools
+        ToolSpec(name=t.name, description=t.description, parameters=t.schema) for t in state.tools
     )
     return ModelView(path, state, tuple(targets), (*tools, nxt), (nxt,), writes)
 

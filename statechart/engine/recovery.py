@@ -27,16 +27,38 @@ def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -
     state = cc.nodes[run.visit.state].state
     tool = state.tool_map.get(head.name) if state is not None else None
     policy = f"retry='{tool.retry}'" if tool is not None else "its retry policy"
-    why = (f"took over from {previous or 'a driver'}, which stopped without releasing its "
-           f"lease: call {head.id} ({head.name}) may have run; settling it by {policy}")
-    return commit(cc, run, None, now, ZERO, trigger="takeover", actor="system", call=head,
-                  reason=why, update={"doubt": head.id})
+    why = (
+        f"took over from {previous or 'a driver'}, which stopped without releasing its "
+        f"lease: call {head.id} ({head.name}) may have run; settling it by {policy}"
+    )
+    return commit(
+        cc,
+        run,
+        None,
+        now,
+        ZERO,
+        trigger="takeover",
+        actor="system",
+        call=head,
+        reason=why,
+        update={"doubt": head.id},
+    )
 
 
 def switched(cc: CompiledChart, run: Run, spec: str, *, now: float) -> Step:
     """The event recording that the run is driven by another model from here on."""
-    return commit(cc, run, None, now, ZERO, trigger="model", actor="system", model=spec,
-                  reason=f"model changed from {run.model} to {spec}", update={"model": spec})
+    return commit(
+        cc,
+        run,
+        None,
+        now,
+        ZERO,
+        trigger="model",
+        actor="system",
+        model=spec,
+        reason=f"model changed from {run.model} to {spec}",
+        update={"model": spec},
+    )
 
 
 def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step | None:
@@ -45,21 +67,39 @@ def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step |
     e = ran.event
     if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results"):
         return None
-    step = commit(cc, run, None, now, ZERO, trigger="late_result", actor="code", call=e.call,
-                  result=e.result, error=e.error, fingerprint=e.fingerprint, outcome=e.outcome,
-                  reason="the call finished after the run was cancelled")
+    step = commit(
+        cc,
+        run,
+        None,
+        now,
+        ZERO,
+        trigger="late_result",
+        actor="code",
+        call=e.call,
+        result=e.result,
+        error=e.error,
+        fingerprint=e.fingerprint,
+        outcome=e.outcome,
+        reason="the call finished after the run was cancelled",
+    )
     return replace(step, closed=(e.call.id,))
 
 
 def refresh_problem(
-    cc: CompiledChart, run: Run, owner: str, state: State, patch: dict[str, Any],
+    cc: CompiledChart,
+    run: Run,
+    owner: str,
+    state: State,
+    patch: dict[str, Any],
     entering_edge: str | None,
 ) -> str | None:
     """Why the refreshed run may not stay where it is, or None."""
     undeclared = sorted(set(patch) - set(state.reads) - set(state.writes))
     if undeclared:
-        return (f"on_resume of '{owner}' returned {', '.join(undeclared)}, which the state "
-                "neither reads nor writes; declare them or leave them out")
+        return (
+            f"on_resume of '{owner}' returned {', '.join(undeclared)}, which the state "
+            "neither reads nor writes; declare them or leave them out"
+        )
     checked, problem = checked_patch(cc, owner, run, patch)
     if problem is not None:
         return f"on_resume of '{owner}': {problem}"
@@ -67,19 +107,37 @@ def refresh_problem(
     if t is None or t.edge is None or t.edge.guard is None:
         return None
     refusal = check_guard(cc, run, t, checked)
-    return None if refusal is None else f"the guard that let the run into '{owner}' " \
-        f"now refuses: {refusal}"
+    return (
+        None
+        if refusal is None
+        else f"the guard that let the run into '{owner}' now refuses: {refusal}"
+    )
 
 
 def refreshed(
-    cc: CompiledChart, run: Run, patch: dict[str, Any], problem: str | None, *, now: float,
+    cc: CompiledChart,
+    run: Run,
+    patch: dict[str, Any],
+    problem: str | None,
+    *,
+    now: float,
 ) -> Step:
     """The `resume` event applying the refresh, or the escalation when `problem` is set."""
     if problem is not None:
-        return escalate(cc, run, f"on resume: {problem}", now, ZERO, actor="system",
-                        refused=problem)
+        return escalate(
+            cc, run, f"on resume: {problem}", now, ZERO, actor="system", refused=problem
+        )
     owner = cc.owner_state(run.state)[0]
     checked, _ = checked_patch(cc, owner, run, patch)
-    return commit(cc, run, None, now, ZERO, trigger="resume", actor="system", patch=checked,
-                  reason=f"resumed: on_resume of '{owner}' refreshed "
-                  f"{', '.join(sorted(checked)) or 'nothing'}")
+    return commit(
+        cc,
+        run,
+        None,
+        now,
+        ZERO,
+        trigger="resume",
+        actor="system",
+        patch=checked,
+        reason=f"resumed: on_resume of '{owner}' refreshed "
+        f"{', '.join(sorted(checked)) or 'nothing'}",
+    )

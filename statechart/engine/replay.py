@@ -53,8 +53,7 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
     if e.trigger == "takeover" and e.call is not None:
         u["doubt"] = e.call.id
     elif run.doubt is not None:
-        u["doubt"] = doubt_after(run.doubt, e.call.id if e.call is not None else None,
-                                 u["pending"])
+        u["doubt"] = doubt_after(run.doubt, e.call.id if e.call is not None else None, u["pending"])
     u["visit"] = _visit(cc, run, e, moved)
     if moved:
         _entered(cc, run, e, u)
@@ -94,8 +93,7 @@ def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
             name = e.call.name
             counts: dict[str, Any] = {"calls": {**visit.calls, name: visit.calls.get(name, 0) + 1}}
             if e.error is None:
-                counts["succeeded"] = {**visit.succeeded,
-                                       name: visit.succeeded.get(name, 0) + 1}
+                counts["succeeded"] = {**visit.succeeded, name: visit.succeeded.get(name, 0) + 1}
             visit = evolve(visit, counts)
     if moved:
         owner, state = cc.owner_state(e.target)

@@ -264,7 +264,8 @@ class CompiledChart:
             dest = out.dest
         before, after = self.ancestors(leaf), self.ancestors(new_leaf)
         exited = tuple(
-            p for p in before
+            p
+            for p in before
             if p not in after or any(p == s or p.startswith(s + ".") for s in left)
         )
         entered = tuple(p for p in reversed(after) if p not in before or p in exited)
@@ -329,7 +330,10 @@ class CompiledChart:
         return MachinePair(self._tree, self.transitions, self.initial_leaf, list(self.nodes))
 
     def machine_fire(
-        self, leaf: str, trigger: str, allow: Callable[[Transition], bool],
+        self,
+        leaf: str,
+        trigger: str,
+        allow: Callable[[Transition], bool],
         trace: list[tuple[str, str]] | None = None,
     ) -> str | None:
         """Ask the `transitions` machine itself (for the differential test and the floor).

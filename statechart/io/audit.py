@@ -14,15 +14,27 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
     rows = []
     for e in events:
         tool = e.call.name if e.call else ",".join(c.name for c in e.calls)
-        rows.append({
-            "seq": e.seq, "time": e.time, "actor": e.actor, "by": e.by,
-            "source": e.source, "target": e.target, "trigger": e.trigger, "tool": tool or None,
-            "note": e.refused or e.error or e.reason or None,
-            "reason": e.reason or None, "refused": e.refused, "error": e.error,
-            "arguments": e.call.arguments if e.call else None, "result": e.result,
-            "tokens": e.usage.tokens, "cost_micros": e.usage.cost_micros,
-            "wall_ms": e.usage.wall_ms,
-        })
+        rows.append(
+            {
+                "seq": e.seq,
+                "time": e.time,
+                "actor": e.actor,
+                "by": e.by,
+                "source": e.source,
+                "target": e.target,
+                "trigger": e.trigger,
+                "tool": tool or None,
+                "note": e.refused or e.error or e.reason or None,
+                "reason": e.reason or None,
+                "refused": e.refused,
+                "error": e.error,
+                "arguments": e.call.arguments if e.call else None,
+                "result": e.result,
+                "tokens": e.usage.tokens,
+                "cost_micros": e.usage.cost_micros,
+                "wall_ms": e.usage.wall_ms,
+            }
+        )
     return rows
 
 
@@ -36,9 +48,11 @@ def totals(events: Sequence[Event]) -> Spent:
 
 def render(run: Run, events: Sequence[Event]) -> str:
     """The timeline as text, with totals and the outcome."""
-    lines = [f"run {run.run_id}  chart {run.chart}  model {run.model}",
-             f"{'seq':>4}  {'actor':<6} {'transition':<46} {'tool':<16} {'tokens':>7} "
-             f"{'cost $':>9}  note"]
+    lines = [
+        f"run {run.run_id}  chart {run.chart}  model {run.model}",
+        f"{'seq':>4}  {'actor':<6} {'transition':<46} {'tool':<16} {'tokens':>7} "
+        f"{'cost $':>9}  note",
+    ]
     for row in timeline(events):
         who = row["actor"] if not row["by"] else f"{row['actor']}:{row['by']}"
         note = row["note"] or ""
@@ -47,12 +61,14 @@ def render(run: Run, events: Sequence[Event]) -> str:
         move = f"{row['source']} -> {row['target']}"
         lines.append(
             f"{row['seq']:>4}  {who:<6} {move:<46} {row['tool'] or '':<16} "
-            f"{row['tokens']:>7} {row['cost_micros'] / 1e6:>9.6f}  {note}")
+            f"{row['tokens']:>7} {row['cost_micros'] / 1e6:>9.6f}  {note}"
+        )
     t = totals(events)
     lines.append(
         f"total: {len(events)} transitions, {t.steps} steps, {t.model_calls} model calls, "
         f"{t.tool_calls} tool calls, {t.tokens} tokens, ${t.cost_micros / 1e6:.6f}, "
-        f"{t.wall_ms} ms")
+        f"{t.wall_ms} ms"
+    )
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     lines.append(f"now: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
     return "\n".join(lines)

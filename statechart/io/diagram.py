@@ -17,14 +17,22 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
     """A `stateDiagram-v2` of `chart`; with `run`, its active states are highlighted and
     each edge is labelled with how often the run took it."""
     if run is not None and run.chart_version != chart.version:
-        raise ValueError(f"run {run.run_id} is a run of chart '{run.chart}' version "
-                         f"{run.chart_version}, not of '{chart.name}' version {chart.version}")
+        raise ValueError(
+            f"run {run.run_id} is a run of chart '{run.chart}' version "
+            f"{run.chart_version}, not of '{chart.name}' version {chart.version}"
+        )
     taken: Counter[str] = Counter(e.edge for e in events if e.edge)
     nodes = compiled(chart).nodes
     hosts = {p for p, n in nodes.items() if n.state is not None and n.state.kind == "chart"}
     # a sub-chart's exit: the event left its host and entered a sibling (the mapped target)
-    taken.update(f"{h}->{t}" for e in events for h in e.exited if h in hosts
-                 for t in e.entered if t != h and _parent(t) == _parent(h))
+    taken.update(
+        f"{h}->{t}"
+        for e in events
+        for h in e.exited
+        if h in hosts
+        for t in e.entered
+        if t != h and _parent(t) == _parent(h)
+    )
     visited = {p for e in events for p in e.entered} | ({run.state} if run else set())
     lines = ["stateDiagram-v2"]
     _chart(lines, chart, "", 1, taken, visited)
@@ -36,12 +44,20 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
     return "\n".join(lines) + "\n"
 
 
-def _chart(lines: list[str], chart: Chart, prefix: str, depth: int, taken: Counter[str],
-           visited: set[str]) -> None:
+def _chart(
+    lines: list[str], chart: Chart, prefix: str, depth: int, taken: Counter[str], visited: set[str]
+) -> None:
     pad = "  " * depth
-    used = {e.target for e in chart.edges} | {chart.on_exhausted} | {
-        t for s in chart.states for t in (*s.exits.values(), s.on_exhausted, s.on_approve,
-                                          s.on_reject) if t}
+    used = (
+        {e.target for e in chart.edges}
+        | {chart.on_exhausted}
+        | {
+            t
+            for s in chart.states
+            for t in (*s.exits.values(), s.on_exhausted, s.on_approve, s.on_reject)
+            if t
+        }
+    )
     lines.append(f"{pad}[*] --> {_id(prefix + str(chart.initial))}")
     for s in chart.states:
         path = prefix + s.name
@@ -66,8 +82,7 @@ def _chart(lines: list[str], chart: Chart, prefix: str, depth: int, taken: Count
                 target = to or ""
                 if target and target not in declared:
                     n = taken.get(f"{path}->{prefix + target}", 0)
-                    lines.append(f"{pad}{sid} --> {_id(prefix + target)} : "
-                                 f"{verb}{_times(n)}")
+                    lines.append(f"{pad}{sid} --> {_id(prefix + target)} : {verb}{_times(n)}")
     for e in chart.edges:
         notes = []
         if e.guard is not None:
@@ -76,8 +91,10 @@ def _chart(lines: list[str], chart: Chart, prefix: str, depth: int, taken: Count
             notes.append(f"max {e.max_traversals}")
         n = taken.get(f"{prefix + e.source}->{prefix + e.target}", 0)
         label = " ".join(notes) + _times(n)
-        lines.append(f"{pad}{_id(prefix + e.source)} --> {_id(prefix + e.target)}"
-                     + (f" : {label.strip()}" if label.strip() else ""))
+        lines.append(
+            f"{pad}{_id(prefix + e.source)} --> {_id(prefix + e.target)}"
+            + (f" : {label.strip()}" if label.strip() else "")
+        )
 
 
 def _parent(path: str) -> str:

@@ -27,11 +27,16 @@ def load_chart(target: str) -> tuple[Chart, ModuleType]:
     if found is None:
         raise LoadError(f"{path} has no '{name}'; name the Chart object (e.g. {path}:chart)")
     if callable(found) and not isinstance(found, Chart):
-        required = [p for p in inspect.signature(found).parameters.values()
-                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        required = [
+            p
+            for p in inspect.signature(found).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
         if required:
-            raise LoadError(f"{target} is a function that needs arguments; name a Chart or a "
-                            "function that builds one with none")
+            raise LoadError(
+                f"{target} is a function that needs arguments; name a Chart or a "
+                "function that builds one with none"
+            )
         found = found()
     if not isinstance(found, Chart):
         raise LoadError(f"{target} is a {type(found).__name__}, not a Chart")

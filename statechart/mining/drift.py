@@ -128,7 +128,10 @@ def _source_test(before: dict[str, int], after: dict[str, int]) -> tuple[float, 
 
 
 def drift(
-    before: Sequence[Trace], after: Sequence[Trace], *, by: str = "label",
+    before: Sequence[Trace],
+    after: Sequence[Trace],
+    *,
+    by: str = "label",
     alpha: float = DEFAULT_ALPHA,
 ) -> Drift:
     """Compare two sets of runs; edges and sources with Holm-adjusted p < `alpha` are flagged."""
@@ -141,8 +144,10 @@ def drift(
     a = transition_counts(t.labels(by) for t in before)
     b = transition_counts(t.labels(by) for t in after)
     n1, n2 = len(before), len(after)
-    keys = sorted({(s, d) for s, row in a.items() for d in row}
-                  | {(s, d) for s, row in b.items() for d in row})
+    keys = sorted(
+        {(s, d) for s, row in a.items() for d in row}
+        | {(s, d) for s, row in b.items() for d in row}
+    )
     raw = []
     for s, d in keys:
         c1, c2 = a.get(s, {}).get(d, 0), b.get(s, {}).get(d, 0)
@@ -150,15 +155,19 @@ def drift(
     adjusted = holm([r[5] for r in raw])
     edges = tuple(
         EdgeDrift(s, d, c1, c2, c1 / n1, c2 / n2, g, p, ph, ph < alpha)
-        for (s, d, c1, c2, g, p), ph in zip(raw, adjusted, strict=True))
+        for (s, d, c1, c2, g, p), ph in zip(raw, adjusted, strict=True)
+    )
     per_source = []
     for s in sorted(set(a) | set(b)):
-        per_source.append((s, a.get(s, {}), b.get(s, {}), *_source_test(a.get(s, {}),
-                                                                          b.get(s, {}))))
+        per_source.append(
+            (s, a.get(s, {}), b.get(s, {}), *_source_test(a.get(s, {}), b.get(s, {})))
+        )
     tested = [r for r in per_source if r[4] > 0]  # a source with one exit has nothing to test
     adj_s = holm([r[5] for r in tested])
-    sources = tuple(SourceDrift(s, dict(x), dict(y), g, df, p, ph, ph < alpha)
-                    for (s, x, y, g, df, p), ph in zip(tested, adj_s, strict=True))
+    sources = tuple(
+        SourceDrift(s, dict(x), dict(y), g, df, p, ph, ph < alpha)
+        for (s, x, y, g, df, p), ph in zip(tested, adj_s, strict=True)
+    )
     appeared = tuple((e.source, e.target, e.after) for e in edges if e.before == 0)
     vanished = tuple((e.source, e.target, e.before) for e in edges if e.after == 0)
     return Drift(n1, n2, edges, sources, appeared, vanished, alpha)

@@ -100,8 +100,11 @@ def longest_streaks(labels: Sequence[str]) -> dict[str, int]:
 
 
 def mine(
-    traces: Sequence[Trace], *, threshold: float = DEFAULT_THRESHOLD,
-    repeat_limit: int = DEFAULT_REPEAT_LIMIT, by: str = "label",
+    traces: Sequence[Trace],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT,
+    by: str = "label",
 ) -> Mined:
     """Mine `traces`: labels by `tool:outcome` (`by="label"`) or by tool (`by="tool"`)."""
     if by not in ("label", "tool"):
@@ -109,8 +112,7 @@ def mine(
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold={threshold}: give a fraction such as 0.01 (1%)")
     if repeat_limit < 1:
-        raise ValueError(f"repeat_limit={repeat_limit}: give the longest allowed streak, "
-                         "such as 3")
+        raise ValueError(f"repeat_limit={repeat_limit}: give the longest allowed streak, such as 3")
     sequences = [t.labels(by) for t in traces]
     counts = transition_counts(sequences)
     rare_pairs = {}
@@ -134,12 +136,26 @@ def mine(
             if streak > repeat_limit:
                 repeats.append(Repeat(trace.run_id, tool, streak))
         per_run.append(Counter(labels))
-    rare = tuple(sorted(
-        (Edge(s, d, n, total, tuple(takers[(s, d)])) for (s, d), (n, total) in rare_pairs.items()),
-        key=lambda e: (e.count, e.source, e.target)))
-    return Mined(runs=len(traces), steps=sum(len(s) for s in sequences), counts=counts,
-                 rare=rare, repeats=tuple(repeats), visits=visit_distribution(per_run),
-                 by=by, threshold=threshold, repeat_limit=repeat_limit)
+    rare = tuple(
+        sorted(
+            (
+                Edge(s, d, n, total, tuple(takers[(s, d)]))
+                for (s, d), (n, total) in rare_pairs.items()
+            ),
+            key=lambda e: (e.count, e.source, e.target),
+        )
+    )
+    return Mined(
+        runs=len(traces),
+        steps=sum(len(s) for s in sequences),
+        counts=counts,
+        rare=rare,
+        repeats=tuple(repeats),
+        visits=visit_distribution(per_run),
+        by=by,
+        threshold=threshold,
+        repeat_limit=repeat_limit,
+    )
 
 
 def visit_distribution(per_run: Sequence[Counter[str]]) -> dict[str, dict[int, int]]:

@@ -126,7 +126,10 @@ def _visits(trace: Trace, phase_of: dict[str, str]) -> list[tuple[str, list[str]
 
 
 def propose(
-    traces: Sequence[Trace], *, name: str = "mined", threshold: float = DEFAULT_THRESHOLD,
+    traces: Sequence[Trace],
+    *,
+    name: str = "mined",
+    threshold: float = DEFAULT_THRESHOLD,
     repeat_limit: int = DEFAULT_REPEAT_LIMIT,
 ) -> Proposal:
     """A draft chart for `traces` (see the module docstring for the rules)."""
@@ -145,8 +148,13 @@ def propose(
         n = _name(g, used)
         names.append(n)
         phase_of.update(dict.fromkeys(g, n))
-    edges = sorted({(phase_of[s], phase_of[d]) for s, d in common
-                    if s in phase_of and d in phase_of and phase_of[s] != phase_of[d]})
+    edges = sorted(
+        {
+            (phase_of[s], phase_of[d])
+            for s, d in common
+            if s in phase_of and d in phase_of and phase_of[s] != phase_of[d]
+        }
+    )
     starts = sorted({phase_of[d] for s, d in common if s == START and d in phase_of})
     ends = sorted({phase_of[s] for s, d in common if d == END and s in phase_of})
     edges += [(p, DONE) for p in ends]
@@ -162,8 +170,12 @@ def propose(
     edges = [(s, d) for s, d in edges if s in reach]
     edges += _exits(names, groups, phase_of, mined, edges, reach)
     if DONE not in _reachable(initial, edges):  # every move to END was rare
-        ends_at = Counter({n: sum(mined.counts.get(t, {}).get(END, 0) for t in g)
-                           for g, n in zip(groups, names, strict=True)})
+        ends_at = Counter(
+            {
+                n: sum(mined.counts.get(t, {}).get(END, 0) for t in g)
+                for g, n in zip(groups, names, strict=True)
+            }
+        )
         edges.append((ends_at.most_common(1)[0][0] if ends_at else initial, DONE))
     rank = {n: i for i, n in enumerate([ROUTER, *names, DONE])}
     edges.sort(key=lambda e: (rank[e[0]], rank[e[1]]))
@@ -185,13 +197,27 @@ def propose(
     repeating = {r.tool for r in mined.repeats}
     cyclic = _on_cycles(edges)
     phases = tuple(
-        Phase(n, tuple(g), max(per_visit[n], 1) + 1,
-              {tool: max(per_tool[(n, tool)], 1) for tool in g if tool in repeating},
-              max(visits[n], 1) if n in cyclic else None)
-        for n, g in zip(names, groups, strict=True))
+        Phase(
+            n,
+            tuple(g),
+            max(per_visit[n], 1) + 1,
+            {tool: max(per_tool[(n, tool)], 1) for tool in g if tool in repeating},
+            max(visits[n], 1) if n in cyclic else None,
+        )
+        for n, g in zip(names, groups, strict=True)
+    )
     max_steps = max(10, -(-2 * steps // 10) * 10)
-    proposal = Proposal(name, phases, initial, tuple(edges), max_steps, mined,
-                        tuple(t.run_id for t in common_runs), "", left_out)
+    proposal = Proposal(
+        name,
+        phases,
+        initial,
+        tuple(edges),
+        max_steps,
+        mined,
+        tuple(t.run_id for t in common_runs),
+        "",
+        left_out,
+    )
     return Proposal(**{**proposal.__dict__, "source": render(proposal)})
 
 
@@ -207,9 +233,14 @@ def _reachable(initial: str, edges: Sequence[tuple[str, str]]) -> set[str]:
     return seen
 
 
-def _exits(names: Sequence[str], groups: Sequence[Sequence[str]], phase_of: dict[str, str],
-           mined: Mined, edges: Sequence[tuple[str, str]], reach: set[str]
-           ) -> list[tuple[str, str]]:
+def _exits(
+    names: Sequence[str],
+    groups: Sequence[Sequence[str]],
+    phase_of: dict[str, str],
+    mined: Mined,
+    edges: Sequence[tuple[str, str]],
+    reach: set[str],
+) -> list[tuple[str, str]]:
     """For a state whose only common moves stay inside it, its most frequent way out."""
     out = []
     for n, g in zip(names, groups, strict=True):
@@ -271,15 +302,22 @@ def render(p: Proposal) -> str:
         f"# Rare moves (under {m.threshold:.0%} of their source's moves) are not edges: a run",
         "# that tries one is refused and can only escalate:",
     ]
-    lines += [f"#   - {_shown(e.source)} -> {_shown(e.target)}: {e.count} of {e.total} "
-              f"({len(e.runs)} runs)" for e in m.rare] or ["#   (none)"]
+    lines += [
+        f"#   - {_shown(e.source)} -> {_shown(e.target)}: {e.count} of {e.total} "
+        f"({len(e.runs)} runs)"
+        for e in m.rare
+    ] or ["#   (none)"]
     lines.append(f"# Runs where a tool ran more than {m.repeat_limit} times in a row:")
     by_tool = Counter(r.tool for r in m.repeats)
-    lines += [f"#   - {_shown(tool)}: {n} runs (capped below with max_calls)"
-              for tool, n in sorted(by_tool.items())] or ["#   (none)"]
+    lines += [
+        f"#   - {_shown(tool)}: {n} runs (capped below with max_calls)"
+        for tool, n in sorted(by_tool.items())
+    ] or ["#   (none)"]
     if p.left_out:
-        lines.append("# Tools only rare moves reach, offered by no state (a run calling one "
-                     "escalates): " + ", ".join(_shown(t) for t in p.left_out))
+        lines.append(
+            "# Tools only rare moves reach, offered by no state (a run calling one "
+            "escalates): " + ", ".join(_shown(t) for t in p.left_out)
+        )
     lines += ["", "import statechart as sc", ""]
     idents: dict[str, str] = {}
     for ph in p.phases:
@@ -289,24 +327,35 @@ def render(p: Proposal) -> str:
                 ident += "_"
             idents[tool] = ident
             named = f", name={tool!r}" if ident != tool else ""
-            lines += ["", f'@sc.tool(retry="never"{named})', f"async def {ident}() -> str:",
-                      f"    {tool + ' (mined; give it its real arguments and code).'!r}",
-                      f"    raise NotImplementedError({'connect ' + tool + ' to its code'!r})",
-                      ""]
+            lines += [
+                "",
+                f'@sc.tool(retry="never"{named})',
+                f"async def {ident}() -> str:",
+                f"    {tool + ' (mined; give it its real arguments and code).'!r}",
+                f"    raise NotImplementedError({'connect ' + tool + ' to its code'!r})",
+                "",
+            ]
     lines += ["", "chart = sc.Chart(", f"    name={p.name!r},", "    states=("]
     if p.initial == ROUTER:
-        lines.append(f'        sc.State("{ROUTER}", instructions="Choose where to begin.", '
-                     "max_iterations=2),")
+        lines.append(
+            f'        sc.State("{ROUTER}", instructions="Choose where to begin.", '
+            "max_iterations=2),"
+        )
     for ph in p.phases:
         tools = ", ".join(idents[t] for t in ph.tools)
         extra = f", max_calls={ph.max_calls!r}" if ph.max_calls else ""
         extra += f", max_visits={ph.max_visits}" if ph.max_visits is not None else ""
-        lines += [f"        sc.State({ph.name!r}, instructions="
-                  f"{'Use ' + ', '.join(ph.tools) + '.'!r},",
-                  f"                 tools=({tools},), max_iterations={ph.max_iterations}"
-                  f"{extra}),"]
+        lines += [
+            f"        sc.State({ph.name!r}, instructions={'Use ' + ', '.join(ph.tools) + '.'!r},",
+            f"                 tools=({tools},), max_iterations={ph.max_iterations}{extra}),",
+        ]
     lines += [f'        sc.State("{DONE}", kind="terminal"),', "    ),", "    edges=("]
     lines += [f"        sc.Edge({s!r}, {d!r})," for s, d in p.edges]
-    lines += ["    ),", f"    initial={p.initial!r},",
-              f"    budget=sc.Budget(max_steps={p.max_steps}),", ")", ""]
+    lines += [
+        "    ),",
+        f"    initial={p.initial!r},",
+        f"    budget=sc.Budget(max_steps={p.max_steps}),",
+        ")",
+        "",
+    ]
     return "\n".join(lines)

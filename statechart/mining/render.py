@@ -24,32 +24,55 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     def line(r: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
 
-    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                      *[line(r) for r in cells[1:]]])
+    return "\n".join(
+        [
+            line(cells[0]),
+            "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+            *[line(r) for r in cells[1:]],
+        ]
+    )
 
 
 def _ids(ids: Sequence[str], limit: int = 4) -> str:
     return ", ".join(ids[:limit]) + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
 
 
-def mined_report(m: Mined, *, top: int = 30,
-                 states: Mapping[str, Mapping[int, int]] | None = None) -> str:
+def mined_report(
+    m: Mined, *, top: int = 30, states: Mapping[str, Mapping[int, int]] | None = None
+) -> str:
     """The transition counts, rare edges, repeats and visit distributions of `m`."""
     edges = m.edges()
     shown = edges if top <= 0 else edges[:top]
-    out = [f"{m.runs} runs, {m.steps} calls, {len(edges)} distinct moves "
-           f"(labels by {'tool:outcome' if m.by == 'label' else 'tool'})", "",
-           "## Transitions" + (f" (the {len(shown)} most frequent)" if len(shown) < len(edges)
-                               else ""),
-           table(("from", "to", "count", "share of from"),
-                 [(e.source, e.target, e.count, f"{e.share:.1%}") for e in shown]), "",
-           f"## Rare moves (under {m.threshold:.1%} of their source's moves)"]
-    out.append(table(("from", "to", "count", "of", "share", "runs"),
-                     [(e.source, e.target, e.count, e.total, f"{e.share:.2%}", _ids(e.runs))
-                      for e in m.rare]) if m.rare else "none")
+    out = [
+        f"{m.runs} runs, {m.steps} calls, {len(edges)} distinct moves "
+        f"(labels by {'tool:outcome' if m.by == 'label' else 'tool'})",
+        "",
+        "## Transitions"
+        + (f" (the {len(shown)} most frequent)" if len(shown) < len(edges) else ""),
+        table(
+            ("from", "to", "count", "share of from"),
+            [(e.source, e.target, e.count, f"{e.share:.1%}") for e in shown],
+        ),
+        "",
+        f"## Rare moves (under {m.threshold:.1%} of their source's moves)",
+    ]
+    out.append(
+        table(
+            ("from", "to", "count", "of", "share", "runs"),
+            [
+                (e.source, e.target, e.count, e.total, f"{e.share:.2%}", _ids(e.runs))
+                for e in m.rare
+            ],
+        )
+        if m.rare
+        else "none"
+    )
     out += ["", f"## Runs where one tool ran more than {m.repeat_limit} times in a row"]
-    out.append(table(("run", "tool", "longest streak"),
-                     [(r.run_id, r.tool, r.streak) for r in m.repeats]) if m.repeats else "none")
+    out.append(
+        table(("run", "tool", "longest streak"), [(r.run_id, r.tool, r.streak) for r in m.repeats])
+        if m.repeats
+        else "none"
+    )
     out += ["", "## Visits per run (times per run: runs)", _distribution(m.visits)]
     if states:
         out += ["", "## Visits per run to each chart state", _distribution(states)]
@@ -57,8 +80,10 @@ def mined_report(m: Mined, *, top: int = 30,
 
 
 def _distribution(d: Mapping[str, Mapping[int, int]]) -> str:
-    return table(("label", "distribution"),
-                 [(k, "  ".join(f"{n}:{runs}" for n, runs in v.items())) for k, v in d.items()])
+    return table(
+        ("label", "distribution"),
+        [(k, "  ".join(f"{n}:{runs}" for n, runs in v.items())) for k, v in d.items()],
+    )
 
 
 def mined_mermaid(m: Mined) -> str:
@@ -100,34 +125,80 @@ def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:
         for r in rs:
             key = (r.source, _to(r), r.kind)
             runs_of.setdefault(key, set()).add(run_id)
-    out += ["## Refusals per edge", table(
-        ("from", "to", "kind", "refusals", "runs"),
-        [(*k, n, len(runs_of[k])) for k, n in per_edge.most_common()]) if flat else "none"]
+    out += [
+        "## Refusals per edge",
+        table(
+            ("from", "to", "kind", "refusals", "runs"),
+            [(*k, n, len(runs_of[k])) for k, n in per_edge.most_common()],
+        )
+        if flat
+        else "none",
+    ]
     guards = Counter((f"{r.source} -> {r.target}", r.reason) for r in flat if r.kind == "guard")
-    out += ["", "## Refusals per guard", table(
-        ("edge", "reason", "refusals"),
-        [(e, why, n) for (e, why), n in guards.most_common()]) if guards else "none"]
-    out += ["", "## Runs with refusals", table(
-        ("run", "refusals", "first"),
-        [(k, len(found[k]), found[k][0].reason) for k in flagged]) if flagged else "none"]
+    out += [
+        "",
+        "## Refusals per guard",
+        table(("edge", "reason", "refusals"), [(e, why, n) for (e, why), n in guards.most_common()])
+        if guards
+        else "none",
+    ]
+    out += [
+        "",
+        "## Runs with refusals",
+        table(
+            ("run", "refusals", "first"), [(k, len(found[k]), found[k][0].reason) for k in flagged]
+        )
+        if flagged
+        else "none",
+    ]
     return "\n".join(out)
 
 
 def drift_report(d: Drift, *, all_edges: bool = False) -> str:
     """Changed edges (Holm-adjusted), changed sources, and edges that appeared or vanished."""
-    out = [f"before: {d.runs_before} runs, after: {d.runs_after} runs; alpha {d.alpha} "
-           "(Holm-adjusted G-tests)", "", "## Edges whose frequency changed (per run)"]
+    out = [
+        f"before: {d.runs_before} runs, after: {d.runs_after} runs; alpha {d.alpha} "
+        "(Holm-adjusted G-tests)",
+        "",
+        "## Edges whose frequency changed (per run)",
+    ]
     rows = [e for e in d.edges if all_edges or e.flagged]
     rows.sort(key=lambda e: e.p_holm)
-    out.append(table(("from", "to", "before/run", "after/run", "G", "p (Holm)"),
-                     [(e.source, e.target, f"{e.rate_before:.3f}", f"{e.rate_after:.3f}",
-                       f"{e.g:.1f}", f"{e.p_holm:.2g}") for e in rows]) if rows else "none")
+    out.append(
+        table(
+            ("from", "to", "before/run", "after/run", "G", "p (Holm)"),
+            [
+                (
+                    e.source,
+                    e.target,
+                    f"{e.rate_before:.3f}",
+                    f"{e.rate_after:.3f}",
+                    f"{e.g:.1f}",
+                    f"{e.p_holm:.2g}",
+                )
+                for e in rows
+            ],
+        )
+        if rows
+        else "none"
+    )
     changed = [s for s in d.sources if s.flagged]
-    out += ["", "## Sources whose exits changed", table(
-        ("from", "df", "G", "p (Holm)"),
-        [(s.source, s.df, f"{s.g:.1f}", f"{s.p_holm:.2g}") for s in changed])
-        if changed else "none"]
-    out += ["", "## Appeared", table(("from", "to", "count after"), d.appeared)
-            if d.appeared else "none", "", "## Vanished",
-            table(("from", "to", "count before"), d.vanished) if d.vanished else "none"]
+    out += [
+        "",
+        "## Sources whose exits changed",
+        table(
+            ("from", "df", "G", "p (Holm)"),
+            [(s.source, s.df, f"{s.g:.1f}", f"{s.p_holm:.2g}") for s in changed],
+        )
+        if changed
+        else "none",
+    ]
+    out += [
+        "",
+        "## Appeared",
+        table(("from", "to", "count after"), d.appeared) if d.appeared else "none",
+        "",
+        "## Vanished",
+        table(("from", "to", "count before"), d.vanished) if d.vanished else "none",
+    ]
     return "\n".join(out)

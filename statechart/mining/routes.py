@@ -38,8 +38,11 @@ def way(cc: CompiledChart, leaf: str, arrived: Callable[[str], bool]) -> list[st
             landed = cc.move(here, t).leaf
             if arrived(landed):
                 return [*path, target]
-            if cc.owner_state(landed)[1].kind == "code" and landed not in seen \
-                    and len(path) < MAX_HOPS:
+            if (
+                cc.owner_state(landed)[1].kind == "code"
+                and landed not in seen
+                and len(path) < MAX_HOPS
+            ):
                 seen.add(landed)
                 frontier.append((landed, [*path, target]))
     return None

@@ -120,9 +120,12 @@ class ShadowRun:
     def wrap(self, dispatch: Callable[..., Any]) -> Callable[..., Any]:
         """The dispatcher `dispatch(tool, arguments)`, observed; sync or async like the original."""
         if inspect.iscoroutinefunction(dispatch) or inspect.iscoroutinefunction(
-                type(dispatch).__call__):
+            type(dispatch).__call__
+        ):
+
             async def awrapped(tool: str, arguments: Any = None) -> Any:
                 return await self._awaited(tool, arguments, dispatch(tool, arguments))
+
             return awrapped
 
         def wrapped(tool: str, arguments: Any = None) -> Any:
@@ -135,6 +138,7 @@ class ShadowRun:
                 return self._awaited(tool, arguments, result)
             self.record(tool, arguments, self._label(tool, result), result)
             return result
+
         return wrapped
 
     async def _awaited(self, tool: str, arguments: Any, pending: Awaitable[Any]) -> Any:
@@ -159,14 +163,24 @@ class ShadowRun:
         """Judge one call the loop made (`arguments=None`: unknown, no repeat check)."""
         args = json_arguments(arguments)
         if self.run.status == "ended":
-            self._call(tool, args, outcome, f"the loop called '{tool}' after the chart ended "
-                       f"in '{self.run.state}'", "illegal")
+            self._call(
+                tool,
+                args,
+                outcome,
+                f"the loop called '{tool}' after the chart ended in '{self.run.state}'",
+                "illegal",
+            )
             return
         if tool not in self.cc.owner_state(self.run.state)[1].tool_map:
             host = self._host(tool)
             if host is None:
-                self._call(tool, args, outcome,
-                           f"no state of chart '{self.chart.name}' offers tool '{tool}'", "tool")
+                self._call(
+                    tool,
+                    args,
+                    outcome,
+                    f"no state of chart '{self.chart.name}' offers tool '{tool}'",
+                    "tool",
+                )
                 return
             path = way(self.cc, self.run.state, self._in(host))
             for target in path or [host]:
@@ -177,8 +191,7 @@ class ShadowRun:
                 wanted = dict(self.observe(tool, args or {}, result))
             except Exception:
                 wanted, outcome = {}, HOOK_ERROR
-            patch, problem = checked_patch(self.cc, self._owner(self.run.state), self.run,
-                                           wanted)
+            patch, problem = checked_patch(self.cc, self._owner(self.run.state), self.run, wanted)
             if problem is not None:
                 outcome = HOOK_ERROR  # the hook wrote what the context type refuses
         why, kind = self._check_call(tool, args, outcome)
@@ -190,8 +203,15 @@ class ShadowRun:
     def _in(self, host: str) -> Callable[[str], bool]:
         return lambda leaf: self._owner(leaf) == host
 
-    def _call(self, tool: str, args: dict[str, Any] | None, outcome: str, why: str | None,
-              kind: str, patch: Mapping[str, Any] | None = None) -> None:
+    def _call(
+        self,
+        tool: str,
+        args: dict[str, Any] | None,
+        outcome: str,
+        why: str | None,
+        kind: str,
+        patch: Mapping[str, Any] | None = None,
+    ) -> None:
         """The event of one loop call: it ran, whatever the chart thinks of it."""
         visit = self.run.visit
         update: dict[str, Any] = {}
@@ -199,17 +219,33 @@ class ShadowRun:
         if visit is not None:
             counts: dict[str, Any] = {
                 "iterations": visit.iterations + 1,
-                "calls": {**visit.calls, tool: visit.calls.get(tool, 0) + 1}}
+                "calls": {**visit.calls, tool: visit.calls.get(tool, 0) + 1},
+            }
             if not failed:  # as in the driver: a call that raised did not succeed
                 counts["succeeded"] = {**visit.succeeded, tool: visit.succeeded.get(tool, 0) + 1}
             update["visit"] = evolve(visit, counts)
         call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=args or {})
-        self._add(commit(self.cc, self.run, None, self.clock(), CALL_COST, trigger="shadow",
-                         actor="code", update=update, call=call, result=outcome,
-                         outcome=outcome, refused=why,
-                         error="the loop's dispatcher raised" if failed else None,
-                         reason=f"shadow:{kind}" if why else "", patch=dict(patch or {})),
-                  kind, tool)
+        self._add(
+            commit(
+                self.cc,
+                self.run,
+                None,
+                self.clock(),
+                CALL_COST,
+                trigger="shadow",
+                actor="code",
+                update=update,
+                call=call,
+                result=outcome,
+                outcome=outcome,
+                refused=why,
+                error="the loop's dispatcher raised" if failed else None,
+                reason=f"shadow:{kind}" if why else "",
+                patch=dict(patch or {}),
+            ),
+            kind,
+            tool,
+        )
 
     def finish(self) -> None:
         """The loop stopped: one move (through code states, or a sub-chart's terminal whose
@@ -219,28 +255,33 @@ class ShadowRun:
         cc = self.cc
 
         def ends(leaf: str) -> bool:
-            return status_of(cc, leaf) == "ended" and \
-                self._owner(leaf).rsplit(".", 1)[-1] not in ENDS
+            return (
+                status_of(cc, leaf) == "ended" and self._owner(leaf).rsplit(".", 1)[-1] not in ENDS
+            )
+
         path = way(cc, self.run.state, ends)
         if path is not None:
             for target in path:
                 self._move(target, None)
             return
-        roots = [s.name for s in self.chart.states
-                 if s.kind == "terminal" and s.name not in ENDS] or [ESCALATED]
+        roots = [
+            s.name for s in self.chart.states if s.kind == "terminal" and s.name not in ENDS
+        ] or [ESCALATED]
         self._move(roots[0], None)
 
     def _host(self, tool: str) -> str | None:
         """The state offering `tool`: one a single move reaches first, then the first listed."""
-        hosts = [p for p, n in self.cc.nodes.items()
-                 if n.state is not None and tool in n.state.tool_map]
+        hosts = [
+            p for p, n in self.cc.nodes.items() if n.state is not None and tool in n.state.tool_map
+        ]
         for host in hosts:
             if way(self.cc, self.run.state, self._in(host)):
                 return host
         return hosts[0] if hosts else None
 
-    def _check_call(self, tool: str, args: dict[str, Any] | None, outcome: str
-                    ) -> tuple[str | None, str]:
+    def _check_call(
+        self, tool: str, args: dict[str, Any] | None, outcome: str
+    ) -> tuple[str | None, str]:
         """What the driver's planner would refuse about this call, in its order."""
         cc, run = self.cc, self.run
         here, state = cc.owner_state(run.state)
@@ -251,8 +292,10 @@ class ShadowRun:
         assert visit is not None  # a state offering tools is a model state
         defined = state.tool_map[tool]
         if last_call(state, visit.iterations + 1):
-            return (f"call {visit.iterations + 1} in one visit of '{here}' (max_iterations="
-                    f"{state.max_iterations}: the last call offers only next_state)"), "budget"
+            return (
+                f"call {visit.iterations + 1} in one visit of '{here}' (max_iterations="
+                f"{state.max_iterations}: the last call offers only next_state)"
+            ), "budget"
         why = calls_cap_refusal(state, here, visit, defined)
         if why is not None:
             return why, "budget"
@@ -278,20 +321,30 @@ class ShadowRun:
         why: str | None = None
         if by_model:
             spent = first_exhausted(cc, run)
-            if spent is None and run.visit is not None and \
-                    run.visit.iterations >= (state.max_iterations or 0):
+            if (
+                spent is None
+                and run.visit is not None
+                and run.visit.iterations >= (state.max_iterations or 0)
+            ):
                 spent = f"{here}:iterations"
             spent = spent or first_exhausted(cc, _charged(cc, run, MODEL_STEP), hard_only=True)
         else:
             spent = first_exhausted(cc, run, hard_only=True)
         found: Move | str
         if spent is not None:
-            found, kind = f"{_spent(spent)} is spent: the chart would have routed the run " \
-                "out", "budget"
+            found, kind = (
+                f"{_spent(spent)} is spent: the chart would have routed the run out",
+                "budget",
+            )
         else:
             found = try_move(cc, run, trigger, {})
-            kind = "illegal" if cc.resolve(run.state, trigger) is None else \
-                "budget" if isinstance(found, str) and "(max_" in found else "guard"
+            kind = (
+                "illegal"
+                if cc.resolve(run.state, trigger) is None
+                else "budget"
+                if isinstance(found, str) and "(max_" in found
+                else "guard"
+            )
         if isinstance(found, Move):
             move = found
         else:
@@ -301,17 +354,33 @@ class ShadowRun:
         if by_model and run.visit is not None:
             update["visit"] = evolve(run.visit, {"iterations": run.visit.iterations + 1})
         wanted = ToolCall(id=f"m{run.seq + 1}", name=tool) if tool else None  # what it was for
-        self._add(commit(cc, run, move, self.clock(), MOVE_COST if by_model else CODE_STEP,
-                         trigger=trigger, actor="model" if by_model else "code",
-                         update=update, refused=why, call=wanted,
-                         reason=f"shadow:{kind}" if why else ""), kind, tool)
+        self._add(
+            commit(
+                cc,
+                run,
+                move,
+                self.clock(),
+                MOVE_COST if by_model else CODE_STEP,
+                trigger=trigger,
+                actor="model" if by_model else "code",
+                update=update,
+                refused=why,
+                call=wanted,
+                reason=f"shadow:{kind}" if why else "",
+            ),
+            kind,
+            tool,
+        )
 
     def _add(self, step: Step, kind: str, tool: str | None) -> None:
         self.steps.append(step)
         e = step.event
         if e.refused is not None:
-            self.refusals.append(Refusal(e.seq, kind, _state_of(e.source), _state_of(e.target),
-                                         tool or "", e.refused))
+            self.refusals.append(
+                Refusal(
+                    e.seq, kind, _state_of(e.source), _state_of(e.target), tool or "", e.refused
+                )
+            )
         self.run = step.run
 
     # -- persistence --------------------------------------------------------------------
@@ -322,7 +391,7 @@ class ShadowRun:
             await store.save_chart(self.chart.version, self.chart.describe())
             await store.create(self.initial)
             self.initial = None
-        for step in self.steps[self.saved:]:
+        for step in self.steps[self.saved :]:
             await store.append(step)
             self.saved += 1
 
@@ -334,12 +403,19 @@ class ShadowRun:
 class Shadow:
     """Judges plain-loop runs against `chart` and records what it would have refused."""
 
-    def __init__(self, chart: Chart, *, outcome: Outcome = default_outcome,
-                 observe: Observe | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        chart: Chart,
+        *,
+        outcome: Outcome = default_outcome,
+        observe: Observe | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.chart, self.outcome, self.observe, self.clock = chart, outcome, observe, clock
 
-    def start(self, run_id: str | None = None, context: Mapping[str, Any] | None = None
-              ) -> ShadowRun:
+    def start(
+        self, run_id: str | None = None, context: Mapping[str, Any] | None = None
+    ) -> ShadowRun:
         """A new shadow run at the chart's initial state."""
         cc = compiled(self.chart)
         leaf = cc.initial_leaf
@@ -347,11 +423,19 @@ class Shadow:
         entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
         ctx = self.chart.context.model_validate(dict(context or {})).model_dump(mode="json")
         rid = run_id or f"shadow-{uuid.uuid4().hex}"
-        run = Run(run_id=rid, chart=self.chart.name, chart_version=self.chart.version,
-                  model=SHADOW_MODEL, state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
-                  visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
-                  lineage_root=rid, created_at=self.clock(),
-                  status="waiting" if state.kind == "approval" else "running")
+        run = Run(
+            run_id=rid,
+            chart=self.chart.name,
+            chart_version=self.chart.version,
+            model=SHADOW_MODEL,
+            state=leaf,
+            context=ctx,
+            visits=dict.fromkeys(entered, 1),
+            visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
+            lineage_root=rid,
+            created_at=self.clock(),
+            status="waiting" if state.kind == "approval" else "running",
+        )
         return ShadowRun(self.chart, run, self.outcome, self.observe, self.clock)
 
     def replay(self, trace: Trace) -> ShadowRun:
@@ -370,8 +454,13 @@ def replay_all(chart: Chart, traces: list[Trace]) -> dict[str, list[Refusal]]:
 
 
 async def run_shadowed(
-    chart: Chart, store: Store, loop: Callable[[Callable[..., Any]], Awaitable[Any]],
-    dispatch: Callable[..., Any], *, run_id: str | None = None, **options: Any,
+    chart: Chart,
+    store: Store,
+    loop: Callable[[Callable[..., Any]], Awaitable[Any]],
+    dispatch: Callable[..., Any],
+    *,
+    run_id: str | None = None,
+    **options: Any,
 ) -> tuple[Any, ShadowRun]:
     """Run an async `loop(dispatch)` with its dispatcher shadowed; store what was judged."""
     shadow = Shadow(chart, **options).start(run_id)
@@ -381,7 +470,6 @@ async def run_shadowed(
         return result, shadow
     finally:
         await shadow.save(store)
-
 
 
 def _state_of(leaf: str) -> str:
@@ -397,13 +485,20 @@ def refusals_of(events: Sequence[Event]) -> list[Refusal]:
         if e.refused is None or not e.reason.startswith("shadow:"):
             continue
         tool = e.call.name if e.call is not None else ""
-        out.append(Refusal(e.seq, e.reason.removeprefix("shadow:"), _state_of(e.source),
-                           _state_of(e.target), tool, e.refused))
+        out.append(
+            Refusal(
+                e.seq,
+                e.reason.removeprefix("shadow:"),
+                _state_of(e.source),
+                _state_of(e.target),
+                tool,
+                e.refused,
+            )
+        )
     return out
 
 
-async def shadow_refusals(store: Store, *, chart: str | None = None
-                          ) -> dict[str, list[Refusal]]:
+async def shadow_refusals(store: Store, *, chart: str | None = None) -> dict[str, list[Refusal]]:
     """Refusals per shadow run stored in `store` (runs recorded by `ShadowRun.save`)."""
     runs = [r for r in await store.runs(chart=chart) if r.model == SHADOW_MODEL]
     runs.sort(key=lambda r: (r.created_at, r.run_id))

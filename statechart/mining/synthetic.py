@@ -63,8 +63,14 @@ def _research(rng: random.Random) -> list[Call]:
 
 
 def synthetic_traces(
-    runs: int = 1200, *, seed: int = 0, repeated: int = 14, unreviewed: int = 9,
-    early_drafts: int = 3, review_fail: float = 0.15, redraft: float = 0.05,
+    runs: int = 1200,
+    *,
+    seed: int = 0,
+    repeated: int = 14,
+    unreviewed: int = 9,
+    early_drafts: int = 3,
+    review_fail: float = 0.15,
+    redraft: float = 0.05,
 ) -> Synthetic:
     """`runs` loop traces; the planted runs are spread at random among the normal ones.
 
@@ -74,21 +80,24 @@ def synthetic_traces(
     """
     planted_runs = repeated + unreviewed + early_drafts
     if planted_runs > runs:
-        raise ValueError(f"runs={runs} cannot hold the {planted_runs} planted runs (repeated="
-                         f"{repeated}, unreviewed={unreviewed}, early_drafts={early_drafts}); "
-                         "ask for more runs or plant fewer")
+        raise ValueError(
+            f"runs={runs} cannot hold the {planted_runs} planted runs (repeated="
+            f"{repeated}, unreviewed={unreviewed}, early_drafts={early_drafts}); "
+            "ask for more runs or plant fewer"
+        )
     rng = random.Random(seed)
     planted = rng.sample(range(runs), repeated + unreviewed + early_drafts)
     kinds = dict.fromkeys(planted[:repeated], "repeated")
-    kinds.update(dict.fromkeys(planted[repeated:repeated + unreviewed], "unreviewed"))
-    kinds.update(dict.fromkeys(planted[repeated + unreviewed:], "early"))
+    kinds.update(dict.fromkeys(planted[repeated : repeated + unreviewed], "unreviewed"))
+    kinds.update(dict.fromkeys(planted[repeated + unreviewed :], "early"))
     traces = []
     found: dict[str, set[str]] = {"repeated": set(), "unreviewed": set(), "early": set()}
     for i in range(runs):
         run_id = f"run-{i:05d}"
         research = _research(rng)
-        review = [DRAFT, FAIL, DRAFT, PASS, SEND] if rng.random() < review_fail \
-            else [DRAFT, PASS, SEND]
+        review = (
+            [DRAFT, FAIL, DRAFT, PASS, SEND] if rng.random() < review_fail else [DRAFT, PASS, SEND]
+        )
         if rng.random() < redraft:
             review = [DRAFT, *review]
         kind = kinds.get(i)
@@ -107,5 +116,10 @@ def synthetic_traces(
         rare |= {(START, DRAFT.label), (DRAFT.label, FETCH.label)}
     if unreviewed:
         rare |= {(DRAFT.label, SEND.label)}
-    return Synthetic(tuple(traces), frozenset(found["repeated"]), frozenset(found["unreviewed"]),
-                     frozenset(found["early"]), rare)
+    return Synthetic(
+        tuple(traces),
+        frozenset(found["repeated"]),
+        frozenset(found["unreviewed"]),
+        frozenset(found["early"]),
+        rare,
+    )

@@ -22,7 +22,6 @@ OK = "ok"
 ERROR = "error"
 
 
-
 @dataclass(frozen=True)
 class Call:
     """One step of a loop: the tool it ran and the class of its outcome."""
@@ -59,24 +58,31 @@ def parse_line(line: str, where: str, default_id: str) -> Trace:
     try:
         value: Any = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"{where}: not JSON ({exc.msg}); each line must be one run, "
-                               'e.g. [{"tool": "search_kb", "outcome": "hit"}]') from None
+        raise TraceFormatError(
+            f"{where}: not JSON ({exc.msg}); each line must be one run, "
+            'e.g. [{"tool": "search_kb", "outcome": "hit"}]'
+        ) from None
     run_id = default_id
     if isinstance(value, dict):
         run_id = str(value.get("run_id", default_id))
         value = value.get("steps")
     if not isinstance(value, list):
-        raise TraceFormatError(f"{where}: a run must be a JSON list of steps (or an object with "
-                               f"'steps'), not {type(value).__name__}")
+        raise TraceFormatError(
+            f"{where}: a run must be a JSON list of steps (or an object with "
+            f"'steps'), not {type(value).__name__}"
+        )
     calls = []
     for i, step in enumerate(value):
         if not isinstance(step, dict) or not isinstance(step.get("tool"), str) or not step["tool"]:
-            raise TraceFormatError(f"{where}: step {i} needs a non-empty string 'tool', "
-                                   f"got {json.dumps(step)[:80]}")
+            raise TraceFormatError(
+                f"{where}: step {i} needs a non-empty string 'tool', got {json.dumps(step)[:80]}"
+            )
         outcome = step.get("outcome", OK)
         if not isinstance(outcome, str) or not outcome:
-            raise TraceFormatError(f"{where}: step {i} ({step['tool']}) has outcome "
-                                   f"{outcome!r}; use a short class name such as 'hit' or 'empty'")
+            raise TraceFormatError(
+                f"{where}: step {i} ({step['tool']}) has outcome "
+                f"{outcome!r}; use a short class name such as 'hit' or 'empty'"
+            )
         state = step.get("state")
         calls.append(Call(step["tool"], outcome, state if isinstance(state, str) else None))
     return Trace(run_id, tuple(calls))
@@ -89,16 +95,21 @@ def read_jsonl(path: str | Path) -> list[Trace]:
         text = p.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise TraceFormatError(f"cannot read trace file {p}: {exc.strerror}") from None
-    return [parse_line(line, f"{p}:{n}", f"line-{n}")
-            for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [
+        parse_line(line, f"{p}:{n}", f"line-{n}")
+        for n, line in enumerate(text.splitlines(), 1)
+        if line.strip()
+    ]
 
 
 def write_jsonl(traces: Iterable[Trace], path: str | Path) -> None:
     """Write runs as JSONL, one `{"run_id", "steps"}` object per line."""
     with Path(path).open("w", encoding="utf-8") as f:
         for t in traces:
-            steps = [{"tool": c.tool, "outcome": c.outcome, **({"state": c.state} if c.state
-                                                                 else {})} for c in t.calls]
+            steps = [
+                {"tool": c.tool, "outcome": c.outcome, **({"state": c.state} if c.state else {})}
+                for c in t.calls
+            ]
             f.write(json.dumps({"run_id": t.run_id, "steps": steps}) + "\n")
 
 
@@ -122,8 +133,11 @@ def outcome_of(event: Event) -> str:
 def calls_of(events: Sequence[Event]) -> Iterator[Call]:
     """The tool calls a stored run executed (or a shadow run observed), in order."""
     for e in events:
-        if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results",
-                                                                     "shadow"):
+        if (
+            e.call is None
+            or e.actor != "code"
+            or e.trigger not in ("next_call", "results", "shadow")
+        ):
             continue
         if e.trigger == "shadow":
             yield Call(e.call.name, e.outcome or e.result or OK, e.source.rsplit(".", 1)[0])
@@ -147,5 +161,11 @@ async def read_store(store: Store, *, chart: str | None = None) -> list[Trace]:
     """The tool calls of every run in a store (of one chart, if named), oldest first; a fork
     includes the calls it inherited."""
     runs = sorted(await store.runs(chart=chart), key=lambda r: (r.created_at, r.run_id))
-    return [Trace(r.run_id, tuple(calls_of(await lineage_events(store, r))),
-                  tuple(sorted(r.visits.items()))) for r in runs]
+    return [
+        Trace(
+            r.run_id,
+            tuple(calls_of(await lineage_events(store, r))),
+            tuple(sorted(r.visits.items())),
+        )
+        for r in runs
+    ]

@@ -31,20 +31,31 @@ class AnthropicModel:
     """A `Model` over the messages API. The spec is `anthropic:MODEL`."""
 
     def __init__(
-        self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-        timeout: float = 60.0, max_retries: int = 2, prices: Mapping[str, Price] | None = None,
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        prices: Mapping[str, Price] | None = None,
         client: Any = None,
     ) -> None:
         try:
             from anthropic import AsyncAnthropic
         except ImportError:
-            raise ModelError("the anthropic adapter needs the anthropic extra: "
-                             "pip install 'statechart[anthropic]'") from None
+            raise ModelError(
+                "the anthropic adapter needs the anthropic extra: "
+                "pip install 'statechart[anthropic]'"
+            ) from None
         self.model = model
         self.prices = {**DEFAULT_PRICES, **(prices or {})}
         self.client: Any = client or AsyncAnthropic(
-            base_url=base_url, api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "none",
-            timeout=timeout, max_retries=max_retries)
+            base_url=base_url,
+            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
     @property
     def spec(self) -> str:
@@ -52,28 +63,46 @@ class AnthropicModel:
 
     async def complete(self, request: Request) -> Reply:
         response = await self.client.messages.create(
-            model=self.model, system=request.instructions or f"You are in state "
-                                                               f"'{request.state}'.",
-            messages=messages(request), tools=tools(request),
+            model=self.model,
+            system=request.instructions or f"You are in state '{request.state}'.",
+            messages=messages(request),
+            tools=tools(request),
             tool_choice={"type": "any", "disable_parallel_tool_use": True},
-            max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS)
+            max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
+        )
         text = "".join(b.text for b in response.content if b.type == "text")
         calls = tuple(
-            ToolCall(id=b.id, name=b.name,
-                     arguments=b.input if isinstance(b.input, dict) else json.dumps(b.input))
-            for b in response.content if b.type == "tool_use")
+            ToolCall(
+                id=b.id,
+                name=b.name,
+                arguments=b.input if isinstance(b.input, dict) else json.dumps(b.input),
+            )
+            for b in response.content
+            if b.type == "tool_use"
+        )
         tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
         return Reply(
-            content=text, tool_calls=calls, model=response.model or self.model,
-            usage=Usage(input_tokens=tokens_in, output_tokens=tokens_out,
-                        cost_micros=cost_micros(self.prices, self.model, tokens_in,
-                                                tokens_out)))
+            content=text,
+            tool_calls=calls,
+            model=response.model or self.model,
+            usage=Usage(
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                cost_micros=cost_micros(self.prices, self.model, tokens_in, tokens_out),
+            ),
+        )
 
 
 def messages(request: Request) -> list[dict[str, Any]]:
     """The transcript as alternating user/assistant messages of content blocks."""
-    out: list[dict[str, Any]] = [{"role": "user", "content": [
-        {"type": "text", "text": "Context: " + json.dumps(request.context, sort_keys=True)}]}]
+    out: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Context: " + json.dumps(request.context, sort_keys=True)}
+            ],
+        }
+    ]
     for m in request.transcript:
         role, blocks = _blocks(m)
         if not blocks:  # an empty reply: the API rejects empty content
@@ -87,8 +116,9 @@ def messages(request: Request) -> list[dict[str, Any]]:
 
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.role == "tool":
-        return "user", [{"type": "tool_result", "tool_use_id": m.tool_call_id,
-                         "content": m.content}]
+        return "user", [
+            {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+        ]
     if m.role == "assistant":
         blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
         for c in m.tool_calls:
@@ -98,16 +128,24 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
                     arguments = json.loads(arguments)
                 except json.JSONDecodeError:
                     arguments = {"_raw": arguments}
-            blocks.append({"type": "tool_use", "id": c.id, "name": c.name,
-                           "input": arguments if isinstance(arguments, dict) else {}})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": c.id,
+                    "name": c.name,
+                    "input": arguments if isinstance(arguments, dict) else {},
+                }
+            )
         return "assistant", blocks
     return "user", [{"type": "text", "text": m.content or "(empty)"}]
 
 
 def tools(request: Request) -> list[dict[str, Any]]:
     """The state's tools and `next_state`, as Anthropic tools."""
-    return [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-            for t in request.tools]
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters}
+        for t in request.tools
+    ]
 
 
 def from_spec(spec: str) -> AnthropicModel:

@@ -18,8 +18,12 @@ from statechart.models.pricing import Price, cost_micros
 from statechart.models.registry import model_name
 from statechart.records.messages import Message, Reply, Request, ToolCall, Usage
 
-MAX_OUTPUT: dict[str, int] = {"gpt-4o": 16_384, "gpt-4o-mini": 16_384, "gpt-4.1": 32_768,
-                               "gpt-4.1-mini": 32_768}
+MAX_OUTPUT: dict[str, int] = {
+    "gpt-4o": 16_384,
+    "gpt-4o-mini": 16_384,
+    "gpt-4.1": 32_768,
+    "gpt-4.1-mini": 32_768,
+}
 """Output-token limits the API enforces; the budget's cap is lowered to these."""
 DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4o": Price(2_500_000, 10_000_000),
@@ -34,20 +38,30 @@ class OpenAIModel:
     """A `Model` over chat completions. The spec is `openai:MODEL`."""
 
     def __init__(
-        self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-        timeout: float = 60.0, max_retries: int = 2, prices: Mapping[str, Price] | None = None,
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        prices: Mapping[str, Price] | None = None,
         client: Any = None,
     ) -> None:
         try:
             from openai import AsyncOpenAI
         except ImportError:
-            raise ModelError("the openai adapter needs the openai extra: "
-                             "pip install 'statechart[openai]'") from None
+            raise ModelError(
+                "the openai adapter needs the openai extra: pip install 'statechart[openai]'"
+            ) from None
         self.model = model
         self.prices = {**DEFAULT_PRICES, **(prices or {})}
         self.client = client or AsyncOpenAI(
-            base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
-            timeout=timeout, max_retries=max_retries)
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
     @property
     def spec(self) -> str:
@@ -55,11 +69,15 @@ class OpenAIModel:
 
     async def complete(self, request: Request) -> Reply:
         body: dict[str, Any] = {
-            "model": self.model, "messages": messages(request), "tools": tools(request),
-            "tool_choice": "required", "parallel_tool_calls": False,
+            "model": self.model,
+            "messages": messages(request),
+            "tools": tools(request),
+            "tool_choice": "required",
+            "parallel_tool_calls": False,
         }
         limit = MAX_OUTPUT.get(self.model) or next(
-            (v for k, v in MAX_OUTPUT.items() if self.model.startswith(k + "-")), None)
+            (v for k, v in MAX_OUTPUT.items() if self.model.startswith(k + "-")), None
+        )
         if request.max_tokens is not None:
             body["max_tokens"] = min(request.max_tokens, limit or request.max_tokens)
         response = await self.client.chat.completions.create(**body)
@@ -68,22 +86,30 @@ class OpenAIModel:
         message = response.choices[0].message
         calls = tuple(
             ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
-            for c in message.tool_calls or ())
+            for c in message.tool_calls or ()
+        )
         usage = response.usage
         tokens_in = usage.prompt_tokens if usage else 0
         tokens_out = usage.completion_tokens if usage else 0
         return Reply(
-            content=message.content or "", tool_calls=calls, model=response.model or self.model,
-            usage=Usage(input_tokens=tokens_in, output_tokens=tokens_out,
-                        cost_micros=cost_micros(self.prices, self.model, tokens_in,
-                                                tokens_out)))
+            content=message.content or "",
+            tool_calls=calls,
+            model=response.model or self.model,
+            usage=Usage(
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                cost_micros=cost_micros(self.prices, self.model, tokens_in, tokens_out),
+            ),
+        )
 
 
 def messages(request: Request) -> list[dict[str, Any]]:
     """The provider-independent request as chat messages."""
     out: list[dict[str, Any]] = [
-        {"role": "system", "content": request.instructions or f"You are in state "
-                                                               f"'{request.state}'."},
+        {
+            "role": "system",
+            "content": request.instructions or f"You are in state '{request.state}'.",
+        },
         {"role": "user", "content": "Context: " + json.dumps(request.context, sort_keys=True)},
     ]
     out.extend(_message(m) for m in request.transcript)
@@ -94,18 +120,35 @@ def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
     if m.role == "assistant" and m.tool_calls:
-        return {"role": "assistant", "content": m.content or None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {
-                "name": c.name, "arguments": c.arguments if isinstance(c.arguments, str)
-                else json.dumps(c.arguments)}} for c in m.tool_calls]}
+        return {
+            "role": "assistant",
+            "content": m.content or None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments
+                        if isinstance(c.arguments, str)
+                        else json.dumps(c.arguments),
+                    },
+                }
+                for c in m.tool_calls
+            ],
+        }
     return {"role": m.role, "content": m.content}
 
 
 def tools(request: Request) -> list[dict[str, Any]]:
     """The state's tools and `next_state`, as function tools."""
-    return [{"type": "function", "function": {
-        "name": t.name, "description": t.description, "parameters": t.parameters}}
-        for t in request.tools]
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in request.tools
+    ]
 
 
 def _arguments(raw: str | None) -> dict[str, Any] | str:

@@ -17,7 +17,8 @@ def cost_micros(prices: Mapping[str, Price], model: str, tokens_in: int, tokens_
     """The cost of one call; 0 for a model with no price (a local server, say)."""
     price = prices.get(model) or next(
         (prices[k] for k in sorted(prices, key=len, reverse=True) if model.startswith(k + "-")),
-        None)  # a dated snapshot (gpt-4o-mini-2024-07-18) costs what its model costs
+        None,
+    )  # a dated snapshot (gpt-4o-mini-2024-07-18) costs what its model costs
     if price is None:
         return 0
     return (tokens_in * price.input + tokens_out * price.output) // 1_000_000

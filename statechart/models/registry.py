@@ -16,6 +16,7 @@ from statechart.models.base import Model
 ModelFactory = Callable[[str], Model]
 """Builds a model from its full spec."""
 
+
 def _adapter(module: str) -> ModelFactory:
     """A factory that imports an adapter module (and its SDK) only when used."""
 
@@ -27,7 +28,9 @@ def _adapter(module: str) -> ModelFactory:
 
 
 _FACTORIES: dict[str, ModelFactory] = {
-    "openai": _adapter("openai"), "anthropic": _adapter("anthropic")}
+    "openai": _adapter("openai"),
+    "anthropic": _adapter("anthropic"),
+}
 
 
 def register(prefix: str, factory: ModelFactory) -> None:

@@ -75,6 +75,8 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
+
+
 Actor = Literal["model", "code", "human", "system"]
 
 

@@ -59,16 +59,21 @@ class Spent(BaseModel):
 
     def is_zero(self) -> bool:
         """True when nothing was spent."""
-        return not (self.steps or self.model_calls or self.tool_calls or self.input_tokens
-                    or self.output_tokens or self.cost_micros or self.wall_ms)
+        return not (
+            self.steps
+            or self.model_calls
+            or self.tool_calls
+            or self.input_tokens
+            or self.output_tokens
+            or self.cost_micros
+            or self.wall_ms
+        )
 
 
 HARD_KINDS = ("steps", "wall_ms")
 """Spent, these stop every step; other spent kinds stop only steps that start a call."""
 ZERO = Spent()
 ONE_STEP = Spent(steps=1)
-
-
 
 
 def spent_of(spent: Spent, kind: str) -> int:

@@ -29,8 +29,13 @@ from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
 
 async def start(
-    chart: Chart, *, store: Store, model: Model, context: Mapping[str, Any] | None = None,
-    run_id: str | None = None, clock: Clock = time.time,
+    chart: Chart,
+    *,
+    store: Store,
+    model: Model,
+    context: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    clock: Clock = time.time,
 ) -> Run:
     """Create and store a new run at the chart's initial state (nothing runs yet)."""
     cc = compiled(chart)
@@ -42,10 +47,16 @@ async def start(
     await store.save_chart(chart.version, chart.describe())
     trace, span = tracing.run_trace_context(chart.name, run_id)
     run = Run(
-        run_id=run_id, chart=chart.name, chart_version=chart.version, model=model.spec,
-        state=leaf, context=ctx, visits=dict.fromkeys(entered, 1),
+        run_id=run_id,
+        chart=chart.name,
+        chart_version=chart.version,
+        model=model.spec,
+        state=leaf,
+        context=ctx,
+        visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
-        lineage_root=run_id, created_at=clock(),
+        lineage_root=run_id,
+        created_at=clock(),
         trace=trace,
         status="waiting" if state.kind == "approval" else "running",
         reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
@@ -63,21 +74,34 @@ async def start(
 
 
 async def run_to_end(
-    chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
-    holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL,
+    chart: Chart,
+    run: Run | str,
+    *,
+    store: Store,
+    model: Model,
+    clock: Clock = time.time,
+    holder: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> Run:
     """Drive until the run waits for a human or ends; return the last snapshot."""
     run_id = run.run_id if isinstance(run, Run) else run
     last: Run | None = None
-    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
-                              holder=holder, lease_ttl=lease_ttl):
+    async for record in drive(
+        chart, run_id, store=store, model=model, clock=clock, holder=holder, lease_ttl=lease_ttl
+    ):
         last = record.run
     return last if last is not None else await store.load(run_id)
 
 
 async def resume(
-    chart: Chart, run_id: str, *, store: Store, model: Model | None = None,
-    migrate: Migration | None = None, clock: Clock = time.time, holder: str | None = None,
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    model: Model | None = None,
+    migrate: Migration | None = None,
+    clock: Clock = time.time,
+    holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> Run:
     """Continue a stored run from its exact state until it waits or ends.
@@ -87,46 +111,79 @@ async def resume(
     """
     model = model or from_spec((await store.load(run_id)).model, run_id)
     last: Run | None = None
-    async for record in drive(chart, run_id, store=store, model=model, clock=clock,
-                              holder=holder, lease_ttl=lease_ttl, resuming=True,
-                              migrate=migrate):
+    async for record in drive(
+        chart,
+        run_id,
+        store=store,
+        model=model,
+        clock=clock,
+        holder=holder,
+        lease_ttl=lease_ttl,
+        resuming=True,
+        migrate=migrate,
+    ):
         last = record.run
     return last if last is not None else await store.load(run_id)
 
 
 async def fork(
-    chart: Chart, run_id: str, at_seq: int, *, store: Store, new_run_id: str | None = None,
+    chart: Chart,
+    run_id: str,
+    at_seq: int,
+    *,
+    store: Store,
+    new_run_id: str | None = None,
     clock: Clock = time.time,
 ) -> Run:
     """Start a new run from the state `run_id` had after event `at_seq` (rebuilt from the
     log), keeping its lineage root; drive it on with `resume` or `run_to_end`."""
-    return await lineage.fork(chart, run_id, at_seq, store=store, now=clock(),
-                              new_run_id=new_run_id)
+    return await lineage.fork(
+        chart, run_id, at_seq, store=store, now=clock(), new_run_id=new_run_id
+    )
 
 
 async def approve(
-    chart: Chart, run_id: str, *, store: Store, by: str, note: str = "",
-    edits: dict[str, Any] | None = None, clock: Clock = time.time,
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    by: str,
+    note: str = "",
+    edits: dict[str, Any] | None = None,
+    clock: Clock = time.time,
 ) -> Step:
     """Record a human approval (optionally editing the pending call's arguments)."""
     return await _decide(chart, run_id, store, True, by, note, edits, clock)
 
 
 async def reject(
-    chart: Chart, run_id: str, *, store: Store, by: str, reason: str, clock: Clock = time.time,
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    by: str,
+    reason: str,
+    clock: Clock = time.time,
 ) -> Step:
     """Record a human rejection; the model hears why (or the approval state's reject edge runs)."""
     return await _decide(chart, run_id, store, False, by, reason, None, clock)
 
 
 async def _decide(
-    chart: Chart, run_id: str, store: Store, approved: bool, by: str, note: str,
-    edits: dict[str, Any] | None, clock: Clock,
+    chart: Chart,
+    run_id: str,
+    store: Store,
+    approved: bool,
+    by: str,
+    note: str,
+    edits: dict[str, Any] | None,
+    clock: Clock,
 ) -> Step:
     run = await store.load(run_id)
     await lineage.require_version(chart, run, store)
-    record = human.decide(compiled(chart), run, approved=approved, by=by, note=note, edits=edits,
-                          now=clock())
+    record = human.decide(
+        compiled(chart), run, approved=approved, by=by, note=note, edits=edits, now=clock()
+    )
     return await _append_human(chart, store, run, record)
 
 
@@ -147,7 +204,12 @@ async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> S
 
 
 async def cancel(
-    chart: Chart, run_id: str, *, store: Store, reason: str, by: str = "",
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    reason: str,
+    by: str = "",
     clock: Clock = time.time,
 ) -> Step:
     """End the run in `cancelled`, even while another process drives it."""
@@ -163,8 +225,13 @@ async def cancel(
 
 
 def run_sync(
-    chart: Chart, *, store: Store, model: Model, context: Mapping[str, Any] | None = None,
-    run_id: str | None = None, backend: str = "asyncio",
+    chart: Chart,
+    *,
+    store: Store,
+    model: Model,
+    context: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    backend: str = "asyncio",
 ) -> Run:
     """Start (or continue, when `run_id` exists) a run and drive it, from synchronous code."""
 

@@ -85,7 +85,12 @@ class Session:
 
 
 async def step(
-    chart: Chart, run: Run, *, model: Model, session: Session, clock: Clock = time.time,
+    chart: Chart,
+    run: Run,
+    *,
+    model: Model,
+    session: Session,
+    clock: Clock = time.time,
 ) -> Step | None:
     """Advance `run` by exactly one transition; None when it is waiting or ended.
 
@@ -128,8 +133,11 @@ def _stamped(record: Step, span: Span | None) -> Step:
     has just built and nobody else holds yet (so no copy is made)."""
     if span is not None:
         record.event.__dict__["span"] = format(span.get_span_context().span_id, "016x")
-        object.__setattr__(record.event, "__pydantic_fields_set__",
-                           fields_set(record.event.__pydantic_fields_set__ | {"span"}))
+        object.__setattr__(
+            record.event,
+            "__pydantic_fields_set__",
+            fields_set(record.event.__pydantic_fields_set__ | {"span"}),
+        )
     return record
 
 
@@ -157,8 +165,15 @@ async def _perform(effect: Any, model: Model) -> Any:
 
 
 async def drive(
-    chart: Chart, run: Run | str, *, store: Store, model: Model, clock: Clock = time.time,
-    holder: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL, resuming: bool = False,
+    chart: Chart,
+    run: Run | str,
+    *,
+    store: Store,
+    model: Model,
+    clock: Clock = time.time,
+    holder: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    resuming: bool = False,
     migrate: Migration | None = None,
 ) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
@@ -183,10 +198,10 @@ async def drive(
         session = await load_session(store, current)
         refresh = await _refresh_inputs(chart, current, store) if resuming else None
         # The last span to link to: only a run that was traced from its start has one.
-        last = (await store.events(run_id, after=run.seq - 1))[-1:] if (
-            run.seq and run.trace) else []
-        rt = session.trace = tracing.RunTrace(cc, run, model.spec,
-                                              last[0].span if last else None)
+        last = (
+            (await store.events(run_id, after=run.seq - 1))[-1:] if (run.seq and run.trace) else []
+        )
+        rt = session.trace = tracing.RunTrace(cc, run, model.spec, last[0].span if last else None)
         for kind in ("migrate", "takeover", "refresh", "model"):
             found_pre: Step | None = None
             if kind == "migrate":
@@ -263,8 +278,13 @@ async def drive(
 def _takeover(cc: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:
     """The takeover event, when the last holder died while the head call could run."""
     head = open_call(run)
-    if (lease.took_over and lease.previous_seq == run.seq and head is not None
-            and run.state.endswith(".act") and run.doubt != head.call.id):
+    if (
+        lease.took_over
+        and lease.previous_seq == run.seq
+        and head is not None
+        and run.state.endswith(".act")
+        and run.doubt != head.call.id
+    ):
         return resuming_.takeover(cc, run, lease.previous, now=clock())
     return None
 
@@ -275,7 +295,9 @@ def default_holder() -> str:
 
 
 async def _refresh_inputs(
-    chart: Chart, run: Run, store: Store,
+    chart: Chart,
+    run: Run,
+    store: Store,
 ) -> tuple[dict[str, Any], str | None] | None:
     """On resume: the state's `on_resume` patch, then whether the guard of the edge that
     entered it still allows it; None when there is nothing to record."""
@@ -292,8 +314,10 @@ async def _refresh_inputs(
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"
     if problem is None:
-        guarded = any(t.dest == owner and t.edge is not None and t.edge.guard is not None
-                      for t in edges(cc).values())
+        guarded = any(
+            t.dest == owner and t.edge is not None and t.edge.guard is not None
+            for t in edges(cc).values()
+        )
         entering = await lineage.entering_edge(store, run, owner) if guarded else None
         problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)
     if state.on_resume is None and problem is None:

@@ -33,7 +33,8 @@ def describe_change(old: str | None, new: str, limit: int = 6) -> str:
     if old is None:
         return "the old structure was not stored, so the difference cannot be shown"
     lines = [
-        line for line in difflib.ndiff(old.splitlines(), new.splitlines())
+        line
+        for line in difflib.ndiff(old.splitlines(), new.splitlines())
         if line[:2] in ("- ", "+ ")
     ]
     shown = "; ".join(line.strip() for line in lines[:limit])
@@ -44,13 +45,13 @@ def describe_change(old: str | None, new: str, limit: int = 6) -> str:
 async def require_version(chart: Chart, run: Run, store: Store) -> None:
     """Refuse a human decision on a run stored under another chart version."""
     if run.chart_version != chart.version:
-        change = describe_change(await store.chart_description(run.chart_version),
-                                 chart.describe())
+        change = describe_change(await store.chart_description(run.chart_version), chart.describe())
         raise ChartChangedError(
             f"run {run.run_id} was stored under chart '{run.chart}' version "
             f"{run.chart_version}, but this chart is version {chart.version} ({change}); "
             "decide with the chart it started on, or migrate it first with "
-            "resume(..., migrate=...)")
+            "resume(..., migrate=...)"
+        )
 
 
 def consistency_problem(chart: Chart, run: Run) -> str | None:
@@ -68,8 +69,10 @@ def consistency_problem(chart: Chart, run: Run) -> str | None:
     if run.pending and not run.state.endswith((".act", ".approve")):
         return f"queued calls need a model state's act or approve, not '{run.state}'"
     unknown = sorted(
-        {p for p in run.visits if p not in cc.nodes} | {k for k in run.ledger if k not in cc.levels}
-        | {k for k in run.traversals if k not in edges(cc)})
+        {p for p in run.visits if p not in cc.nodes}
+        | {k for k in run.ledger if k not in cc.levels}
+        | {k for k in run.traversals if k not in edges(cc)}
+    )
     if unknown:
         return f"visit counters, ledgers or edge counters name {', '.join(unknown)}"
     try:
@@ -80,33 +83,47 @@ def consistency_problem(chart: Chart, run: Run) -> str | None:
 
 
 async def checked_version(
-    chart: Chart, run: Run, store: Store, migrate: Migration | None, now: float,
+    chart: Chart,
+    run: Run,
+    store: Store,
+    migrate: Migration | None,
+    now: float,
 ) -> Step | None:
     """Nothing when `run` was stored under `chart`'s version; else the migration's step."""
     if run.chart_version == chart.version:
         return None
     change = describe_change(await store.chart_description(run.chart_version), chart.describe())
-    where = (f"run {run.run_id} was stored under chart '{run.chart}' version "
-             f"{run.chart_version}, but this chart '{chart.name}' is version {chart.version}")
+    where = (
+        f"run {run.run_id} was stored under chart '{run.chart}' version "
+        f"{run.chart_version}, but this chart '{chart.name}' is version {chart.version}"
+    )
     if migrate is None:
         raise ChartChangedError(
             f"{where}. Changed: {change}. Resume it with the chart it started on, or pass "
-            "migrate= a function that maps the stored run onto this chart")
+            "migrate= a function that maps the stored run onto this chart"
+        )
     migrated = migrate(run)
     if not isinstance(migrated, Run) or migrated.run_id != run.run_id:
         problem: str | None = "the migration must return the same run (same run_id)"
     else:
         problem = consistency_problem(chart, migrated)
     if problem is not None:
-        raise ChartChangedError(f"{where}; after {getattr(migrate, '__name__', 'migrate')}: "
-                                f"{problem}; nothing was changed")
+        raise ChartChangedError(
+            f"{where}; after {getattr(migrate, '__name__', 'migrate')}: "
+            f"{problem}; nothing was changed"
+        )
     await store.save_chart(chart.version, chart.describe())
     seq = run.seq + 1
     after = evolve(migrated, {"chart_version": chart.version, "seq": seq})
     name = getattr(migrate, "__name__", "a migration")
     event = Event(
-        run_id=run.run_id, seq=seq, time=now, source=run.state, target=after.state,
-        trigger="migrate", actor="system",
+        run_id=run.run_id,
+        seq=seq,
+        time=now,
+        source=run.state,
+        target=after.state,
+        trigger="migrate",
+        actor="system",
         reason=f"chart changed from {run.chart_version} to {chart.version} ({change}); "
         f"migrated by {name}",
     )
@@ -114,30 +131,48 @@ async def checked_version(
 
 
 async def fork(
-    chart: Chart, run_id: str, at_seq: int, *, store: Store, now: float,
+    chart: Chart,
+    run_id: str,
+    at_seq: int,
+    *,
+    store: Store,
+    now: float,
     new_run_id: str | None = None,
 ) -> Run:
     """A new run from the state `run_id` had after event `at_seq`; the original is untouched."""
     original = await store.load(run_id)
     first = original.parent_seq if original.parent_seq is not None else 0
     if not first <= at_seq <= original.seq:
-        hint = (f"; it is a fork of {original.parent_run} at seq {first}: fork that run for "
-                "earlier points" if original.parent_run else "")
-        raise RunError(f"run {run_id} has seqs {first}..{original.seq}; cannot fork at "
-                       f"{at_seq}{hint}")
+        hint = (
+            f"; it is a fork of {original.parent_run} at seq {first}: fork that run for "
+            "earlier points"
+            if original.parent_run
+            else ""
+        )
+        raise RunError(
+            f"run {run_id} has seqs {first}..{original.seq}; cannot fork at {at_seq}{hint}"
+        )
     base = await store.base(run_id, at_seq)
     if base.chart_version != chart.version:
         raise ChartChangedError(
             f"run {run_id} was at chart version {base.chart_version} at seq {at_seq}, but this "
-            f"chart is version {chart.version}; fork with the chart it had, then migrate")
+            f"chart is version {chart.version}; fork with the chart it had, then migrate"
+        )
     events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= at_seq]
     state = replay(compiled(chart), base, events)
     new_id = new_run_id or uuid.uuid4().hex
     context, span = tracing.run_trace_context(chart.name, new_id)  # a run, a trace of its own
-    new = evolve(state, {
-        "run_id": new_id, "parent_run": run_id, "parent_seq": at_seq, "trace": context,
-        "lineage_root": original.lineage_root or run_id, "created_at": now,
-    })
+    new = evolve(
+        state,
+        {
+            "run_id": new_id,
+            "parent_run": run_id,
+            "parent_seq": at_seq,
+            "trace": context,
+            "lineage_root": original.lineage_root or run_id,
+            "created_at": now,
+        },
+    )
     if span is not None:
         span.set_attributes({"statechart.fork.of": run_id, "statechart.fork.at": at_seq})
         span.end()
@@ -163,7 +198,7 @@ async def _messages(store: Store, run: Run, visit: int, upto: int | None) -> lis
     own = await store.transcript(run.run_id, visit)
     if upto is not None:
         events = await store.events(run.run_id, after=max(visit - 1, 0))
-        own = own[:sum(e.delta for e in events if e.visit == visit and e.seq <= upto)]
+        own = own[: sum(e.delta for e in events if e.visit == visit and e.seq <= upto)]
     if run.parent_run is None or run.parent_seq is None or visit > run.parent_seq:
         return own
     parent = await store.load(run.parent_run)
@@ -193,7 +228,8 @@ async def fingerprints(store: Store, run: Run) -> set[str]:
     while child.parent_run is not None and child.parent_seq is not None:
         parent = await store.load(child.parent_run)
         found |= {
-            e.fingerprint for e in await store.events(parent.run_id)
+            e.fingerprint
+            for e in await store.events(parent.run_id)
             if e.fingerprint is not None and e.seq <= child.parent_seq
         }
         child = parent

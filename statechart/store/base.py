@@ -74,8 +74,12 @@ class Store(Protocol):
         """Give the lease back; `clean=False` says a call may have been in flight."""
         ...
 
-    async def save_chart(self, version: str, description: str, source: str | None = None,
-                         ) -> None:
+    async def save_chart(
+        self,
+        version: str,
+        description: str,
+        source: str | None = None,
+    ) -> None:
         """Remember a chart version's structure (so a changed chart can be explained) and,
         if known, where it was loaded from (`path.py:name`)."""
         ...

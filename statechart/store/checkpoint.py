@@ -25,8 +25,7 @@ class Checkpointer:
         """Checkpoints that ran to the end."""
         self._wake = threading.Event()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name=f"checkpoint {path}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"checkpoint {path}", daemon=True)
         self._thread.start()
 
     def appended(self) -> None:

@@ -61,8 +61,7 @@ class MemoryStore:
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
         self._intents[run.run_id] = [self._put(i) for i in intents]
-        self._open[run.run_id] = {
-            i.call.id: n for n, i in enumerate(intents) if not i.completed}
+        self._open[run.run_id] = {i.call.id: n for n, i in enumerate(intents) if not i.completed}
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         event = step.event
@@ -76,8 +75,15 @@ class MemoryStore:
                 "another writer advanced it: reload the run"
             )
         row = self._put(event)
-        delta = (MESSAGES.dump_json(list(step.delta), exclude_defaults=True) if self.encode
-                 else step.delta) if step.delta and event.visit is not None else None
+        delta = (
+            (
+                MESSAGES.dump_json(list(step.delta), exclude_defaults=True)
+                if self.encode
+                else step.delta
+            )
+            if step.delta and event.visit is not None
+            else None
+        )
         snapshot = self._put(step.run)
         if lease is not None:
             held = self._leases.get(run_id)
@@ -121,8 +127,7 @@ class MemoryStore:
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         await self.load(run_id)
-        found = [self._get(Run, b) for seq, b in self._bases[run_id]
-                 if at is None or seq <= at]
+        found = [self._get(Run, b) for seq, b in self._bases[run_id] if at is None or seq <= at]
         return found[-1]
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
@@ -138,8 +143,11 @@ class MemoryStore:
         return [e for e in events if e.seq > after]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
-        return [m for chunk in self._transcripts.get((run_id, visit), [])
-                for m in (MESSAGES.validate_json(chunk) if self.encode else chunk)]
+        return [
+            m
+            for chunk in self._transcripts.get((run_id, visit), [])
+            for m in (MESSAGES.validate_json(chunk) if self.encode else chunk)
+        ]
 
     async def fingerprints(self, run_id: str) -> set[str]:
         await self.load(run_id)
@@ -149,8 +157,10 @@ class MemoryStore:
         await self.load(run_id)
         done = self._done.get(run_id, {})
         out = [self._get(Intent, i) for i in self._intents[run_id]]
-        return [i.model_copy(update={"completed": True, "completed_seq": done[n]})
-                if n in done else i for n, i in enumerate(out)]
+        return [
+            i.model_copy(update={"completed": True, "completed_seq": done[n]}) if n in done else i
+            for n, i in enumerate(out)
+        ]
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         await self.load(run_id)
@@ -176,8 +186,12 @@ class MemoryStore:
         else:
             self._leases[lease.run_id] = (lease.holder, 0.0, held[2])
 
-    async def save_chart(self, version: str, description: str, source: str | None = None,
-                         ) -> None:
+    async def save_chart(
+        self,
+        version: str,
+        description: str,
+        source: str | None = None,
+    ) -> None:
         self._charts.setdefault(version, description)
         if source is not None:
             self._sources[version] = source
@@ -187,4 +201,3 @@ class MemoryStore:
 
     async def chart_description(self, version: str) -> str | None:
         return self._charts.get(version)
-

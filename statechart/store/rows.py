@@ -18,39 +18,68 @@ COLUMNS = (
     "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
     "intent, key, by, fingerprint, exhausted, edge, closes, span, visit, messages, body"
 )
-BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited", "model",
-        "outcome"}
-USAGE = ("steps", "model_calls", "tool_calls", "input_tokens", "output_tokens",
-          "cost_micros", "wall_ms")
+BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited", "model", "outcome"}
+USAGE = (
+    "steps",
+    "model_calls",
+    "tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_micros",
+    "wall_ms",
+)
 INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 29)})"
-
 
 
 def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
     db.execute(
         "INSERT INTO intent_rows (run_id, call_id, seq, state, tool, call, key) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key))
+        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key),
+    )
 
 
 def event_row(step: Step) -> tuple[Any, ...]:
     e, u = step.event, step.event.usage
-    messages = (MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode()
-                if step.delta else None)
+    messages = (
+        MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode() if step.delta else None
+    )
     body = e.model_dump_json(include=BODY, exclude_defaults=True)
     return (
-        e.run_id, e.seq, e.time, e.source, e.target, e.trigger, e.actor, e.reason or None,
+        e.run_id,
+        e.seq,
+        e.time,
+        e.source,
+        e.target,
+        e.trigger,
+        e.actor,
+        e.reason or None,
         e.call.name if e.call is not None else ",".join(c.name for c in e.calls) or None,
-        e.refused, e.error,
-        u.steps, u.model_calls, u.tool_calls, u.input_tokens, u.output_tokens,
-        u.cost_micros, u.wall_ms, e.intent, e.key, e.by, e.fingerprint, e.exhausted, e.edge,
-        ",".join(step.closed) or None, e.span, e.visit, messages, body,
+        e.refused,
+        e.error,
+        u.steps,
+        u.model_calls,
+        u.tool_calls,
+        u.input_tokens,
+        u.output_tokens,
+        u.cost_micros,
+        u.wall_ms,
+        e.intent,
+        e.key,
+        e.by,
+        e.fingerprint,
+        e.exhausted,
+        e.edge,
+        ",".join(step.closed) or None,
+        e.span,
+        e.visit,
+        messages,
+        body,
     )
 
 
 def event_of(row: tuple[Any, ...]) -> Event:
-    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error,
-     *rest) = row
+    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error, *rest) = row
     usage = dict(zip(USAGE, rest[:7], strict=True))
     intent, key, by, fp, exhausted, edge, _closes, span, visit, _messages, body = rest[7:]
     where = f"events row of run {run_id} at seq {seq}"
@@ -58,13 +87,30 @@ def event_of(row: tuple[Any, ...]) -> Event:
         fields = json.loads(body)
         if not isinstance(fields, dict):
             raise ValueError("the body is not a JSON object")
-        return Event.model_validate({
-            **fields, "run_id": run_id, "seq": seq, "time": at, "source": source,
-            "target": target, "trigger": trigger, "actor": actor, "reason": reason or "",
-            "refused": refused, "error": error, "usage": usage, "intent": intent, "key": key,
-            "by": by, "fingerprint": fp, "exhausted": exhausted, "edge": edge, "visit": visit,
-            "span": span,
-        })
+        return Event.model_validate(
+            {
+                **fields,
+                "run_id": run_id,
+                "seq": seq,
+                "time": at,
+                "source": source,
+                "target": target,
+                "trigger": trigger,
+                "actor": actor,
+                "reason": reason or "",
+                "refused": refused,
+                "error": error,
+                "usage": usage,
+                "intent": intent,
+                "key": key,
+                "by": by,
+                "fingerprint": fp,
+                "exhausted": exhausted,
+                "edge": edge,
+                "visit": visit,
+                "span": span,
+            }
+        )
     except (ValidationError, ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None
 

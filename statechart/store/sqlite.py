@@ -54,8 +54,12 @@ class SQLiteStore:
     killed process; `"power"` (`synchronous=FULL`) also survives losing power."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, durability: Durability = "process",
-        offload: bool = False, timeout: float = 10.0,
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "process",
+        offload: bool = False,
+        timeout: float = 10.0,
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability={durability!r}; use 'process' or 'power'")
@@ -68,8 +72,9 @@ class SQLiteStore:
         self._saved: set[str] = set()
         """Chart versions this connection has stored (so `start` skips a transaction)."""
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
             self._open()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} cannot be opened as a statechart store: {exc}") from None
@@ -82,7 +87,8 @@ class SQLiteStore:
             db.close()
             raise StoreError(
                 f"{self.path} is an SQLite database of another program (it has tables but no "
-                "statechart schema version); choose another file (nothing was changed)")
+                "statechart schema version); choose another file (nothing was changed)"
+            )
         if version > SCHEMA_VERSION:
             db.close()
             raise SchemaVersionError(
@@ -123,7 +129,8 @@ class SQLiteStore:
                 return fn(*args)
             except sqlite3.OperationalError as exc:
                 about = next((a for a in args if isinstance(a, str)), None) or next(
-                    (a.event.run_id for a in args if isinstance(a, Step)), "")
+                    (a.event.run_id for a in args if isinstance(a, Step)), ""
+                )
                 raise StoreError(
                     f"{self.path}: {exc} during {fn.__name__.strip('_')}"
                     f"{f' of run {about}' if about else ''}; another process held the database "
@@ -146,9 +153,12 @@ class SQLiteStore:
                 )
             except sqlite3.IntegrityError:
                 raise ConflictError(
-                    f"run {run.run_id} already exists; choose another run id") from None
-            db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
-                       (run.run_id, run.seq, snapshot))
+                    f"run {run.run_id} already exists; choose another run id"
+                ) from None
+            db.execute(
+                "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
+                (run.run_id, run.seq, snapshot),
+            )
             for intent in intents:
                 insert_intent(db, run.run_id, intent)
 
@@ -163,44 +173,60 @@ class SQLiteStore:
         with _tx(self._db) as db:
             if lease is None:
                 cur = db.execute(
-                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=? "
-                    "WHERE run_id=? AND seq=?",
-                    (run.status, run.state, event.seq, snapshot, run_id, event.seq - 1))
+                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=? WHERE run_id=? AND seq=?",
+                    (run.status, run.state, event.seq, snapshot, run_id, event.seq - 1),
+                )
             else:
                 cur = db.execute(
                     "UPDATE runs SET status=?, state=?, seq=?, snapshot=?, lease_expires=?, "
                     "lease_seq=? WHERE run_id=? AND seq=? AND lease_holder=?",
-                    (run.status, run.state, event.seq, snapshot, time.time() + lease.ttl,
-                     event.seq, run_id, event.seq - 1, lease.holder))
+                    (
+                        run.status,
+                        run.state,
+                        event.seq,
+                        snapshot,
+                        time.time() + lease.ttl,
+                        event.seq,
+                        run_id,
+                        event.seq - 1,
+                        lease.holder,
+                    ),
+                )
             if cur.rowcount != 1:
                 raise self._refusal(db, event, lease)
             try:
                 db.execute(INSERT_EVENT, row)
             except sqlite3.IntegrityError:
                 raise ConflictError(
-                    f"run {run_id} already has event {event.seq}; reload the run") from None
+                    f"run {run_id} already has event {event.seq}; reload the run"
+                ) from None
             if step.base:
-                db.execute("INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
-                           (run_id, event.seq, snapshot))
+                db.execute(
+                    "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
+                    (run_id, event.seq, snapshot),
+                )
             if step.opened is not None:
                 insert_intent(db, run_id, step.opened)
             failpoints.hit("store.append.uncommitted")
         self._checkpointer.appended()
 
     def _refusal(self, db: sqlite3.Connection, event: Event, lease: Lease | None) -> Exception:
-        found = db.execute("SELECT seq, lease_holder FROM runs WHERE run_id=?",
-                           (event.run_id,)).fetchone()
+        found = db.execute(
+            "SELECT seq, lease_holder FROM runs WHERE run_id=?", (event.run_id,)
+        ).fetchone()
         if found is None:
             return RunNotFoundError(f"no run {event.run_id} in {self.path}; create it first")
         seq, holder = found
         if seq != event.seq - 1:
             return ConflictError(
                 f"run {event.run_id} is at seq {seq}, not {event.seq - 1}: another writer "
-                "advanced it; reload the run")
+                "advanced it; reload the run"
+            )
         assert lease is not None
         return LeaseLostError(
             f"driver {lease.holder} lost the lease of run {event.run_id} to "
-            f"{holder or 'nobody'} (it expired); stop driving it")
+            f"{holder or 'nobody'} (it expired); stop driving it"
+        )
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         return await self._call(self._acquire, run_id, holder, ttl)
@@ -209,7 +235,8 @@ class SQLiteStore:
         with _tx(self._db) as db:
             found = db.execute(
                 "SELECT lease_holder, lease_expires, lease_seq, seq FROM runs WHERE run_id=?",
-                (run_id,)).fetchone()
+                (run_id,),
+            ).fetchone()
             if found is None:
                 raise RunNotFoundError(f"no run {run_id} in {self.path}")
             current, expires, last_seq, seq = found
@@ -217,12 +244,21 @@ class SQLiteStore:
             if current is not None and expires > now:
                 raise LeaseHeldError(
                     f"run {run_id} is being driven by {current} (lease expires in "
-                    f"{expires - now:.1f} s); wait for it, or cancel the run")
+                    f"{expires - now:.1f} s); wait for it, or cancel the run"
+                )
             mine = lease_holder(holder)
-            db.execute("UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=? "
-                       "WHERE run_id=?", (mine, now + ttl, seq, run_id))
-        return Lease(run_id, mine, ttl, took_over=current is not None, previous=current,
-                     previous_seq=last_seq if current is not None else None)
+            db.execute(
+                "UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=? WHERE run_id=?",
+                (mine, now + ttl, seq, run_id),
+            )
+        return Lease(
+            run_id,
+            mine,
+            ttl,
+            took_over=current is not None,
+            previous=current,
+            previous_seq=last_seq if current is not None else None,
+        )
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         await self._call(self._release, lease, clean)
@@ -232,18 +268,25 @@ class SQLiteStore:
             db.execute(
                 "UPDATE runs SET lease_holder=CASE WHEN ? THEN NULL ELSE lease_holder END, "
                 "lease_expires=0 WHERE run_id=? AND lease_holder=?",
-                (clean, lease.run_id, lease.holder))
+                (clean, lease.run_id, lease.holder),
+            )
 
-    async def save_chart(self, version: str, description: str, source: str | None = None,
-                         ) -> None:
+    async def save_chart(
+        self,
+        version: str,
+        description: str,
+        source: str | None = None,
+    ) -> None:
         await self._call(self._save_chart, version, description, source)
 
     def _save_chart(self, version: str, description: str, source: str | None) -> None:
         if source is None and version in self._saved:
             return  # a chart's rows are never deleted: saved once per connection is enough
         with _tx(self._db) as db:
-            db.execute("INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
-                       (version, description))
+            db.execute(
+                "INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
+                (version, description),
+            )
             if source is not None:
                 db.execute("UPDATE charts SET source=? WHERE version=?", (source, version))
         self._saved.add(version)
@@ -252,8 +295,7 @@ class SQLiteStore:
         return await self._call(self._chart_source, version)
 
     def _chart_source(self, version: str) -> str | None:
-        found = self._db.execute("SELECT source FROM charts WHERE version=?",
-                                 (version,)).fetchone()
+        found = self._db.execute("SELECT source FROM charts WHERE version=?", (version,)).fetchone()
         return None if found is None or found[0] is None else str(found[0])
 
     # -- reads ------------------------------------------------------------------------------
@@ -262,8 +304,7 @@ class SQLiteStore:
         return await self._call(self._load, run_id)
 
     def _load(self, run_id: str) -> Run:
-        found = self._db.execute("SELECT snapshot FROM runs WHERE run_id=?",
-                                 (run_id,)).fetchone()
+        found = self._db.execute("SELECT snapshot FROM runs WHERE run_id=?", (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(f"no run {run_id} in {self.path}")
         return parse(Run, found[0], f"runs row of run {run_id}")
@@ -274,7 +315,8 @@ class SQLiteStore:
     def _base(self, run_id: str, at: int | None) -> Run:
         found = self._db.execute(
             "SELECT seq, snapshot FROM bases WHERE run_id=? AND seq<=? ORDER BY seq DESC LIMIT 1",
-            (run_id, at if at is not None else 2**62)).fetchone()
+            (run_id, at if at is not None else 2**62),
+        ).fetchone()
         if found is None:
             self._load(run_id)
             raise CorruptRowError(f"run {run_id} has no base snapshot in {self.path}")
@@ -286,7 +328,9 @@ class SQLiteStore:
     def _runs(self, status: Status | None, chart: str | None) -> list[Run]:
         rows = self._db.execute(
             "SELECT run_id, snapshot FROM runs WHERE (?1 IS NULL OR status=?1) "
-            "AND (?2 IS NULL OR chart=?2) ORDER BY rowid", (status, chart)).fetchall()
+            "AND (?2 IS NULL OR chart=?2) ORDER BY rowid",
+            (status, chart),
+        ).fetchall()
         return [parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
@@ -295,8 +339,8 @@ class SQLiteStore:
     def _events(self, run_id: str, after: int) -> list[Event]:
         self._load(run_id)
         rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq",
-            (run_id, after)).fetchall()
+            f"SELECT {COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq", (run_id, after)
+        ).fetchall()
         return [event_of(row) for row in rows]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
@@ -305,7 +349,9 @@ class SQLiteStore:
     def _transcript(self, run_id: str, visit: int) -> list[Message]:
         rows = self._db.execute(
             "SELECT seq, messages FROM events WHERE run_id=? AND seq>=? AND visit=? "
-            "AND messages IS NOT NULL ORDER BY seq", (run_id, visit, visit))
+            "AND messages IS NOT NULL ORDER BY seq",
+            (run_id, visit, visit),
+        )
         return messages_of(rows, run_id)
 
     async def fingerprints(self, run_id: str) -> set[str]:
@@ -314,8 +360,8 @@ class SQLiteStore:
     def _fingerprints(self, run_id: str) -> set[str]:
         self._load(run_id)
         rows = self._db.execute(
-            "SELECT fingerprint FROM events WHERE run_id=? AND fingerprint IS NOT NULL",
-            (run_id,))
+            "SELECT fingerprint FROM events WHERE run_id=? AND fingerprint IS NOT NULL", (run_id,)
+        )
         return {fp for (fp,) in rows}
 
     async def intents(self, run_id: str) -> list[Intent]:
@@ -324,19 +370,21 @@ class SQLiteStore:
     def _intents(self, run_id: str) -> list[Intent]:
         self._load(run_id)
         rows = self._db.execute(
-            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=? "
-            "ORDER BY seq", (run_id,)).fetchall()
+            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=? ORDER BY seq",
+            (run_id,),
+        ).fetchall()
         closes = self._db.execute(
-            "SELECT seq, closes FROM events WHERE run_id=? AND closes IS NOT NULL",
-            (run_id,)).fetchall()
+            "SELECT seq, closes FROM events WHERE run_id=? AND closes IS NOT NULL", (run_id,)
+        ).fetchall()
         return intents_of(rows, closes, run_id)
 
     async def chart_description(self, version: str) -> str | None:
         return await self._call(self._chart_description, version)
 
     def _chart_description(self, version: str) -> str | None:
-        found = self._db.execute("SELECT description FROM charts WHERE version=?",
-                                 (version,)).fetchone()
+        found = self._db.execute(
+            "SELECT description FROM charts WHERE version=?", (version,)
+        ).fetchone()
         return None if found is None else str(found[0])
 
 

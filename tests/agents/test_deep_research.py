@@ -15,8 +15,10 @@ def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Pat
     out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}').stdout
     assert "waiting in 'explore.sources.fetch.approve'" in out
     # live progress shows every budget around the state, innermost included
-    assert "| explore: steps 5 (35 left)  tool_calls 1 (7 left) | explore.sources: " \
+    assert (
+        "| explore: steps 5 (35 left)  tool_calls 1 (7 left) | explore.sources: "
         "tool_calls 0 (3 left)]" in out
+    )
     run_id = out.split("approve: statechart approve ")[1].split()[0]
     assert "ended in 'done'" in cli(tmp_path, "approve", run_id, "--by", "lead").stdout
     data = json.loads(cli(tmp_path, "show", run_id, "--json").stdout)
@@ -28,8 +30,11 @@ def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Pat
     # innermost level's two tool calls; the search makes the investigation's third
     assert [ledger[k]["tool_calls"] for k in ("explore.sources", "explore", "")] == [2, 3, 3]
     assert ledger[""]["steps"] > ledger["explore"]["steps"] > ledger["explore.sources"]["steps"]
-    assert [e["tool"] for e in events if e["actor"] == "code" and e["tool"] in (
-        "search", "read_archive", "buy_report")] == ["search", "read_archive", "buy_report"]
+    assert [
+        e["tool"]
+        for e in events
+        if e["actor"] == "code" and e["tool"] in ("search", "read_archive", "buy_report")
+    ] == ["search", "read_archive", "buy_report"]
     drawn = cli(tmp_path, "diagram", "--run", run_id).stdout
     assert 'state "sources" as s_explore__sources {' in drawn
 

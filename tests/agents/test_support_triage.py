@@ -64,7 +64,10 @@ async def test_every_forbidden_move_is_refused_with_its_reason() -> None:
     assert len(refusals) == 4
     assert all(e.target.endswith(".think") and e.source.endswith(".act") for e in refusals)
     assert [e.call.id for e in refusals if e.call] == [
-        "bad-send", "bad-done", "fourth", "bad-send-state",
+        "bad-send",
+        "bad-done",
+        "fourth",
+        "bad-send-state",
     ]
     # each refusal reached the model as the result of its move
     replies_seen = [m.content for r in model.requests for m in r.transcript if m.role == "tool"]
@@ -111,16 +114,20 @@ async def test_demo_policy_reaches_done_after_approval(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "demo.db")
     (run,) = await store.runs()
     assert run.state == "done" and run.model == "demo:support_triage"
-    assert [e.by for e in await store.events(run.run_id) if e.actor == "human"] == [
-        "demo-operator"]
+    assert [e.by for e in await store.events(run.run_id) if e.actor == "human"] == ["demo-operator"]
 
 
 async def test_the_tools_query_the_sqlite_helpdesk(tmp_path: Path) -> None:
     agent = load_agent("support_triage")
     assert json.loads(await agent.fetch_ticket.invoke({"ticket_id": "T-1002"})) == {
-        "customer": "globex", "text": "How do I change the address on my invoices?"}
+        "customer": "globex",
+        "text": "How do I change the address on my invoices?",
+    }
     assert (await agent.search_kb.invoke({"query": "Invoice address"})).startswith("KB-7:")
     assert await agent.search_kb.invoke({"query": "weather"}) == "no articles found"
     assert json.loads(await agent.lookup_account.invoke({"customer": "globex"})) == {
-        "plan": "starter", "open_invoices": 2, "refunds_this_year": 0}
+        "plan": "starter",
+        "open_invoices": 2,
+        "refunds_this_year": 0,
+    }
     assert await agent.fetch_ticket.invoke({"ticket_id": "T-9"}) == "no ticket T-9"

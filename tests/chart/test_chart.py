@@ -11,8 +11,9 @@ from statechart.engine import compiled
 
 
 def child() -> Chart:
-    return Chart("child", states=(State("x"), State("ok", kind="terminal")),
-                 edges=(Edge("x", "ok"),))
+    return Chart(
+        "child", states=(State("x"), State("ok", kind="terminal")), edges=(Edge("x", "ok"),)
+    )
 
 
 def parent() -> Chart:

@@ -53,7 +53,9 @@ def test_schema_comes_from_the_signature() -> None:
 
 def test_validation_coerces_and_reports_bad_arguments() -> None:
     assert search_kb.validate({"query": "x", "limit": "2"}) == {
-        "query": "x", "filters": None, "limit": 2,
+        "query": "x",
+        "filters": None,
+        "limit": 2,
     }
     with pytest.raises(ToolArgumentsError, match=r"search_kb'.*limit: Input should be a valid"):
         search_kb.validate({"query": "x", "limit": "many"})
@@ -70,6 +72,7 @@ def test_retry_policy_is_mandatory_and_checked() -> None:
 
 def test_keyed_tool_needs_a_key_parameter_hidden_from_the_model() -> None:
     with pytest.raises(ToolDefinitionError, match="no 'idempotency_key' parameter"):
+
         @tool(retry="keyed")
         def refund(amount: int) -> str:
             return "ok"
@@ -83,6 +86,7 @@ def test_keyed_tool_needs_a_key_parameter_hidden_from_the_model() -> None:
 
 def test_reconcile_tool_needs_its_hook() -> None:
     with pytest.raises(ToolDefinitionError, match="no reconcile= hook"):
+
         @tool(retry="reconcile")
         def send(x: str) -> str:
             return x
@@ -90,6 +94,7 @@ def test_reconcile_tool_needs_its_hook() -> None:
 
 def test_untyped_parameters_are_refused() -> None:
     with pytest.raises(ToolDefinitionError, match="parameter 'x' has no type hint"):
+
         @tool(retry="safe")
         def bad(x) -> str:  # type: ignore[no-untyped-def]
             return str(x)
@@ -118,20 +123,23 @@ def test_fingerprint_ignores_key_order_and_tells_arguments_apart() -> None:
     assert fingerprint("t", {"a": 1}) != fingerprint("u", {"a": 1})
 
 
-
 @pytest.mark.anyio
 async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() -> None:
     """The planner remembers a call's validated arguments and fingerprint, not the typed
     arguments it hands the tool: planning the same call again (a retry) parses afresh."""
+
     @tool(retry="safe")
     async def collect(items: list[str]) -> str:
         """Collect items."""
         items.append("changed by the tool")
         return ",".join(items)
 
-    chart = Chart("mutate", states=(State("work", tools=(collect,)),
-                                    State("done", kind="terminal")),
-                  edges=(Edge("work", "done"),), budget=Budget(max_steps=10))
+    chart = Chart(
+        "mutate",
+        states=(State("work", tools=(collect,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
     store = MemoryStore(encode=False)
     model = ScriptedModel([reply(call("collect", items=["a"]))])
     run = await start(chart, store=store, model=model)

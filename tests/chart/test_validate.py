@@ -87,8 +87,11 @@ def test_cycle_capped_by_state_or_edge_is_fine() -> None:
 
 def test_cycle_inside_a_sub_chart_is_checked() -> None:
     def child() -> Chart:
-        return Chart("child", states=(State("x"), State("y"), DONE),
-                     edges=(Edge("x", "y"), Edge("y", "x"), Edge("y", "done")))
+        return Chart(
+            "child",
+            states=(State("x"), State("y"), DONE),
+            edges=(Edge("x", "y"), Edge("y", "x"), Edge("y", "done")),
+        )
 
     with pytest.raises(UncappedCycleError, match="chart 'child': cycle x -> y -> x"):
         Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE))
@@ -100,14 +103,22 @@ class Ctx(BaseModel):
 
 def test_written_field_the_context_does_not_declare() -> None:
     with pytest.raises(UndeclaredFieldError, match=r"state 'a' writes 'reply'.*Ctx"):
-        Chart("c", states=(State("a", writes=("reply",)), DONE), edges=(Edge("a", "done"),),
-              context=Ctx)
+        Chart(
+            "c",
+            states=(State("a", writes=("reply",)), DONE),
+            edges=(Edge("a", "done"),),
+            context=Ctx,
+        )
 
 
 def test_read_field_the_context_does_not_declare() -> None:
     with pytest.raises(UndeclaredFieldError, match="reads 'account'"):
-        Chart("c", states=(State("a", reads=("account",)), DONE), edges=(Edge("a", "done"),),
-              context=Ctx)
+        Chart(
+            "c",
+            states=(State("a", reads=("account",)), DONE),
+            edges=(Edge("a", "done"),),
+            context=Ctx,
+        )
 
 
 def test_no_terminal_state() -> None:
@@ -123,13 +134,18 @@ def test_root_without_max_steps_cannot_compile() -> None:
 
 def test_chart_state_must_map_every_sub_chart_terminal() -> None:
     def child() -> Chart:
-        return Chart("child", states=(State("x"), State("ok", kind="terminal"),
-                                      State("bad", kind="terminal")),
-                     edges=(Edge("x", "ok"), Edge("x", "bad")))
+        return Chart(
+            "child",
+            states=(State("x"), State("ok", kind="terminal"), State("bad", kind="terminal")),
+            edges=(Edge("x", "ok"), Edge("x", "bad")),
+        )
 
     with pytest.raises(ChartError, match=r"terminal\(s\) bad have no exit"):
-        Chart("c", states=(State("sub", kind="chart", chart=child, exits={"ok": "done"}), DONE),
-              budget=B)
+        Chart(
+            "c",
+            states=(State("sub", kind="chart", chart=child, exits={"ok": "done"}), DONE),
+            budget=B,
+        )
 
 
 def test_chart_state_leaves_only_through_exits() -> None:
@@ -137,8 +153,11 @@ def test_chart_state_leaves_only_through_exits() -> None:
         return Chart("child", states=(State("x"), DONE), edges=(Edge("x", "done"),))
 
     with pytest.raises(ChartError, match="map them with exits="):
-        Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
-              edges=(Edge("sub", "done"),))
+        Chart(
+            "c",
+            states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+            edges=(Edge("sub", "done"),),
+        )
 
 
 def test_code_state_needs_a_handler_and_approval_its_outcomes() -> None:
@@ -149,8 +168,12 @@ def test_code_state_needs_a_handler_and_approval_its_outcomes() -> None:
 
 
 def test_escalated_and_exhausted_are_implicit_terminals() -> None:
-    c = Chart("c", states=(State("a", kind="code", handler=_go), DONE), edges=(Edge("a", "done"),),
-              budget=B)
+    c = Chart(
+        "c",
+        states=(State("a", kind="code", handler=_go), DONE),
+        edges=(Edge("a", "done"),),
+        budget=B,
+    )
     kinds = {s.name: s.kind for s in c.states}
     assert kinds["escalated"] == "terminal" and kinds["exhausted"] == "terminal"
     assert compiled(c).resolve("a", "go:escalated") is not None
@@ -158,8 +181,12 @@ def test_escalated_and_exhausted_are_implicit_terminals() -> None:
 
 def test_version_is_stable_and_changes_with_structure() -> None:
     def make(cap: int) -> Chart:
-        return Chart("c", states=(State("a", max_visits=cap), DONE),
-                     edges=(Edge("a", "a"), Edge("a", "done")), budget=B)
+        return Chart(
+            "c",
+            states=(State("a", max_visits=cap), DONE),
+            edges=(Edge("a", "a"), Edge("a", "done")),
+            budget=B,
+        )
 
     assert make(2).version == make(2).version
     assert make(2).version != make(3).version
@@ -168,13 +195,19 @@ def test_version_is_stable_and_changes_with_structure() -> None:
 def test_exhaustion_targets_cannot_loop_between_spent_budgets() -> None:
     spent = Budget(max_model_calls=1)
     with pytest.raises(ChartError, match="on_exhausted pointing at itself"):
-        Chart("c", states=(State("a", budget=spent, on_exhausted="a"), DONE),
-              edges=(Edge("a", "done"),))
+        Chart(
+            "c",
+            states=(State("a", budget=spent, on_exhausted="a"), DONE),
+            edges=(Edge("a", "done"),),
+        )
     with pytest.raises(ChartError, match="exhaustion targets form a cycle a -> b -> a"):
         Chart(
             "c",
-            states=(State("a", budget=spent, on_exhausted="b"),
-                    State("b", budget=spent, on_exhausted="a"), DONE),
+            states=(
+                State("a", budget=spent, on_exhausted="b"),
+                State("b", budget=spent, on_exhausted="a"),
+                DONE,
+            ),
             edges=(Edge("a", "b"), Edge("b", "done")),
         )
 
@@ -185,11 +218,19 @@ def test_sub_chart_context_fields_must_exist_on_the_root_context() -> None:
         draft: str = ""
 
     def child() -> Chart:
-        return Chart("inner", states=(State("x", writes=("draft",)), DONE),
-                     edges=(Edge("x", "done"),), context=Inner)
+        return Chart(
+            "inner",
+            states=(State("x", writes=("draft",)), DONE),
+            edges=(Edge("x", "done"),),
+            context=Inner,
+        )
 
-    c = Chart("c", states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
-              context=Ctx, budget=B)
+    c = Chart(
+        "c",
+        states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+        context=Ctx,
+        budget=B,
+    )
     with pytest.raises(UndeclaredFieldError, match="uses context field\\(s\\) draft"):
         _ = compiled(c)
 
@@ -208,14 +249,21 @@ def test_caps_must_be_positive() -> None:
 
 def test_reserved_names_and_targets() -> None:
     with pytest.raises(MalformedStateNameError, match="'escalated' is reserved for a terminal"):
-        Chart("c", states=(State("a"), State("escalated"), DONE),
-              edges=(Edge("a", "done"), Edge("escalated", "done")))
+        Chart(
+            "c",
+            states=(State("a"), State("escalated"), DONE),
+            edges=(Edge("a", "done"), Edge("escalated", "done")),
+        )
     with pytest.raises(MalformedStateNameError, match="'cancelled' is reserved"):
-        Chart("c", states=(State("a"), State("cancelled", kind="terminal")),
-              edges=(Edge("a", "cancelled"),))
+        Chart(
+            "c",
+            states=(State("a"), State("cancelled", kind="terminal")),
+            edges=(Edge("a", "cancelled"),),
+        )
     with pytest.raises(UnknownTargetError, match="on_approve='nowhere' is not a state"):
-        Chart("c", states=(State("a", kind="approval", on_approve="nowhere", on_reject="done"),
-                           DONE))
+        Chart(
+            "c", states=(State("a", kind="approval", on_approve="nowhere", on_reject="done"), DONE)
+        )
 
 
 def test_a_tool_cannot_be_named_next_state() -> None:
@@ -232,5 +280,10 @@ def test_a_tool_cannot_be_named_next_state() -> None:
 def test_chart_state_needs_a_factory_not_an_instance() -> None:
     inner = Chart("inner", states=(State("x"), DONE), edges=(Edge("x", "done"),))
     with pytest.raises(ChartError, match="needs chart= a factory"):
-        Chart("c", states=(State("sub", kind="chart", chart=inner, exits={"done": "done"}),  # type: ignore[arg-type]
-                           DONE))
+        Chart(
+            "c",
+            states=(
+                State("sub", kind="chart", chart=inner, exits={"done": "done"}),  # type: ignore[arg-type]
+                DONE,
+            ),
+        )

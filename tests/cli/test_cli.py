@@ -19,9 +19,14 @@ TICKET = '{"ticket_id": "T-1001"}'
 
 
 def cli(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "statechart.cli", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if ok:
         assert done.returncode == 0, done.stderr
     return done
@@ -54,8 +59,9 @@ def test_run_waits_then_approve_in_another_process_resumes_to_done(tmp_path: Pat
 
 def test_approve_with_an_edit_and_no_resume_only_records_it(tmp_path: Path) -> None:
     run_id = started(tmp_path)
-    out = cli(tmp_path, "approve", run_id, "--edit", '{"text": "edited reply"}',
-              "--no-resume").stdout
+    out = cli(
+        tmp_path, "approve", run_id, "--edit", '{"text": "edited reply"}', "--no-resume"
+    ).stdout
     assert "approved by cli" in out and "ended" not in out
     db = sqlite3.connect(tmp_path / "statechart.db")
     status, state = db.execute("SELECT status, state FROM runs").fetchone()
@@ -116,13 +122,16 @@ def test_check_and_diagram(tmp_path: Path) -> None:
     assert marked.rstrip().endswith("class s_send current")
 
 
-@pytest.mark.parametrize("args", [
-    ("resume", "no-such-run"),
-    ("check", f"{ROOT}/agents/support_triage.py:nope"),
-    ("check", "agents/missing.py:chart"),
-    ("run", AGENT, "--input", "{not json"),
-    ("runs", "--status", "sleeping"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("resume", "no-such-run"),
+        ("check", f"{ROOT}/agents/support_triage.py:nope"),
+        ("check", "agents/missing.py:chart"),
+        ("run", AGENT, "--input", "{not json"),
+        ("runs", "--status", "sleeping"),
+    ],
+)
 def test_errors_are_one_line_and_a_nonzero_exit(tmp_path: Path, args: tuple[str, ...]) -> None:
     done = cli(tmp_path, *args, ok=False)
     assert done.returncode != 0
@@ -137,8 +146,10 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert "RunNotFoundError" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["run", "runs", "show", "resume", "approve", "reject",
-                                     "cancel", "fork", "check", "diagram"])
+@pytest.mark.parametrize(
+    "command",
+    ["run", "runs", "show", "resume", "approve", "reject", "cancel", "fork", "check", "diagram"],
+)
 def test_every_command_has_help_with_an_example(tmp_path: Path, command: str) -> None:
     assert "Example" in cli(tmp_path, command, "--help").stdout
 

@@ -39,17 +39,34 @@ ORDER = '{"order_id": "A-7"}'
 
 
 def env(**extra: str) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items()
-           if k not in ("SUPPORT_TRIAGE_HELPDESK", "REFUND_DESK_BANK", "OPENAI_BASE_URL",
-                        "ANTHROPIC_BASE_URL")}
+    out = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "SUPPORT_TRIAGE_HELPDESK",
+            "REFUND_DESK_BANK",
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+        )
+    }
     return {**out, "PYTHONPATH": str(ROOT), **extra}
 
 
-def sc(cwd: Path, *args: str, ok: bool = True, environ: dict[str, str] | None = None,
-       ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "statechart.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env=environ if environ is not None else env())
+def sc(
+    cwd: Path,
+    *args: str,
+    ok: bool = True,
+    environ: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ if environ is not None else env(),
+    )
     if ok:
         assert done.returncode == 0, done.stderr
     return done
@@ -122,6 +139,7 @@ register("demo:twice-b", demo_model)
 
 # 1 -------------------------------------------------------------------------------------------
 
+
 def test_approve_edit_with_an_unknown_field_is_refused_not_dropped(tmp_path: Path) -> None:
     """`statechart approve --help` shows `--edit '{"amount": 15}'`; on the refund desk (whose
     field is `amount_cents`) the edit is silently ignored and the full 2,000 cents are
@@ -130,13 +148,17 @@ def test_approve_edit_with_an_unknown_field_is_refused_not_dropped(tmp_path: Pat
     run_id = waiting_id(sc(tmp_path, "run", DESK, "--input", ORDER).stdout)
     done = sc(tmp_path, "approve", run_id, "--edit", '{"amount": 15}', ok=False)
     bank = tmp_path / "refund_bank.db"
-    refunds = sqlite3.connect(bank).execute(
-        "SELECT amount_cents FROM refunds").fetchall() if bank.exists() else []
+    refunds = (
+        sqlite3.connect(bank).execute("SELECT amount_cents FROM refunds").fetchall()
+        if bank.exists()
+        else []
+    )
     assert refunds == [], f"the edit was dropped and {refunds} cents were refunded"
     assert done.returncode != 0 and "amount" in done.stderr
 
 
 # 2 -------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def provider() -> Iterator[Provider]:
@@ -145,7 +167,8 @@ def provider() -> Iterator[Provider]:
 
 
 def test_the_printed_approve_command_keeps_the_openai_compatible_server(
-        tmp_path: Path, provider: Provider) -> None:
+    tmp_path: Path, provider: Provider
+) -> None:
     """A run started with `statechart --base-url http://localhost:11434/v1 run ... --model
     openai:...` records only the spec `openai:...`, not the base URL. The outcome line then
     prints `approve: statechart approve RUN --db ...`; following it (another shell, no
@@ -160,11 +183,26 @@ def test_the_printed_approve_command_keeps_the_openai_compatible_server(
         completion(("c5", "next_state", '{"target": "verify", "resolution": "refunded"}')),
     ]:
         provider.answer(answer)
-    environ = env(OPENAI_API_KEY="test", HTTPS_PROXY="http://127.0.0.1:9",
-                  HTTP_PROXY="http://127.0.0.1:9", ALL_PROXY="http://127.0.0.1:9",
-                  NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    out = sc(tmp_path, "--base-url", f"{provider.url}/v1", "run", DESK, "--input", ORDER,
-             "--model", "openai:tiny-1", environ=environ).stdout
+    environ = env(
+        OPENAI_API_KEY="test",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+        ALL_PROXY="http://127.0.0.1:9",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    out = sc(
+        tmp_path,
+        "--base-url",
+        f"{provider.url}/v1",
+        "run",
+        DESK,
+        "--input",
+        ORDER,
+        "--model",
+        "openai:tiny-1",
+        environ=environ,
+    ).stdout
     assert "waiting in 'resolve.approve'" in out and len(provider.requests) == 4
     (line,) = [x for x in out.splitlines() if x.startswith("approve: ")]
     printed = line.removeprefix("approve: statechart ").split()
@@ -222,9 +260,14 @@ def test_ctrl_c_during_a_tool_stops_the_run_before_its_next_side_effect(tmp_path
     (`mark`, a side effect), reaches `done`, prints the outcome, and only then exits 130."""
     (tmp_path / "slow.py").write_text(SLOW)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "statechart.cli", "run", "slow.py:chart"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [sys.executable, "-m", "statechart.cli", "run", "slow.py:chart"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"
@@ -238,8 +281,10 @@ def test_ctrl_c_during_a_tool_stops_the_run_before_its_next_side_effect(tmp_path
 
 # 4 -------------------------------------------------------------------------------------------
 
+
 def test_a_run_started_with_a_relative_path_can_be_approved_from_another_directory(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """`run` stores the chart source exactly as typed (`agent.py:chart`, relative to the
     working directory). `approve`/`resume`/`cancel`/`fork`/`diagram --run` from any other
     directory then fail with `no file agent.py` although the file never moved (cli.run:
@@ -256,10 +301,15 @@ def test_a_run_started_with_a_relative_path_can_be_approved_from_another_directo
 
 # 5 -------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: the demo bank lives next to the store and verify counts every refund of the "
-    "order, so a second independent refund of A-7 is (rightly) flagged as a double "
-    "refund; the demo needs an order per run"))
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: the demo bank lives next to the store and verify counts every refund of the "
+        "order, so a second independent refund of A-7 is (rightly) flagged as a double "
+        "refund; the demo needs an order per run"
+    ),
+)
 def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path) -> None:
     """The refund desk's bank (`refund_bank.db` in the working directory) outlives its runs,
     and `verify` counts every refund ever issued for the order, so the second independent
@@ -274,10 +324,12 @@ def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path
 
 # 6 -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_max_tokens_sent_to_gpt_4o_mini_is_within_its_output_limit(
-        provider: Provider, anyio_backend: str) -> None:
+    provider: Provider, anyio_backend: str
+) -> None:
     """README's real-model command runs support_triage with `--model openai:gpt-4o-mini`.
     Its budget has `max_tokens=50_000` (input + output), and `prompt.max_tokens` lowers the
     per-call output cap to what the budget has left, so the first request asks for
@@ -285,8 +337,9 @@ async def test_max_tokens_sent_to_gpt_4o_mini_is_within_its_output_limit(
     answers 400 and the run escalates on its first step (gpt-4o and gpt-4.1 likewise)."""
     chart, _ = load_chart(AGENT)
     provider.answer({"error": {"message": "stop here", "type": "test"}}, status=500)
-    model = OpenAIModel("gpt-4o-mini", base_url=f"{provider.url}/v1", api_key="test",
-                        max_retries=0, timeout=10)
+    model = OpenAIModel(
+        "gpt-4o-mini", base_url=f"{provider.url}/v1", api_key="test", max_retries=0, timeout=10
+    )
     store = MemoryStore()
     run = await start(chart, store=store, model=model, context={"ticket_id": "T-1001"})
     await run_to_end(chart, run, store=store, model=model)
@@ -296,10 +349,12 @@ async def test_max_tokens_sent_to_gpt_4o_mini_is_within_its_output_limit(
 
 # 7 -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_anthropic_never_sends_a_message_with_empty_content(
-        provider: Provider, anyio_backend: str) -> None:
+    provider: Provider, anyio_backend: str
+) -> None:
     """A reply with no content (e.g. cut off by a small max_tokens) is refused back to the
     model, but the next request carries it as `{"role": "assistant", "content": []}`, which
     the messages API rejects ("all messages must have non-empty content except for the
@@ -308,8 +363,7 @@ async def test_anthropic_never_sends_a_message_with_empty_content(
     provider.answer(message())
     provider.answer(message(("t1", "next_state", {"target": "done"})))
     c, store = qa_chart(), MemoryStore()
-    m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=0,
-                       timeout=10)
+    m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=0, timeout=10)
     run = await start(c, store=store, model=m, context={"question": "refunds?"})
     await run_to_end(c, run, store=store, model=m)
     second = provider.bodies()[1]
@@ -323,8 +377,17 @@ async def test_anthropic_never_sends_a_message_with_empty_content(
 # 8 -------------------------------------------------------------------------------------------
 
 MERMAID_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-MERMAID_WORDS = {"note", "state", "class", "classDef", "style", "click", "scale", "default",
-                 "direction"}
+MERMAID_WORDS = {
+    "note",
+    "state",
+    "class",
+    "classDef",
+    "style",
+    "click",
+    "scale",
+    "default",
+    "direction",
+}
 
 
 def diagram_ids(text: str) -> list[str]:
@@ -348,7 +411,8 @@ def bad_ids(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ["needs-human", "note", "default"])
 def test_diagram_ids_are_valid_mermaid_for_every_legal_state_name(
-        tmp_path: Path, name: str) -> None:
+    tmp_path: Path, name: str
+) -> None:
     """State names may contain '-' (validation allows letters, digits, '_' and '-'), and
     may be words Mermaid reserves; diagram._id only replaces '.', so `needs-human --> [*]`
     or `note --> [*]` come out, which Mermaid's stateDiagram-v2 parser rejects (checked
@@ -356,12 +420,14 @@ def test_diagram_ids_are_valid_mermaid_for_every_legal_state_name(
     (tmp_path / "c.py").write_text(
         "from statechart import Budget, Chart, Edge, State\n"
         f"chart = Chart('c', budget=Budget(max_steps=9), states=(State('ask'), "
-        f"State('{name}', kind='terminal')), edges=(Edge('ask', '{name}'),))\n")
+        f"State('{name}', kind='terminal')), edges=(Edge('ask', '{name}'),))\n"
+    )
     text = sc(tmp_path, "diagram", "c.py:chart").stdout
     assert bad_ids(text) == [], text
 
 
 # 9 -------------------------------------------------------------------------------------------
+
 
 def test_diagram_run_marks_the_exit_edges_the_run_took(tmp_path: Path) -> None:
     """After a deep_research run reached `done`, `diagram --run` marks `scope --> explore`
@@ -372,30 +438,36 @@ def test_diagram_run_marks_the_exit_edges_the_run_took(tmp_path: Path) -> None:
     run_id = waiting_id(sc(tmp_path, "run", DEEP, "--input", '{"topic": "x"}').stdout)
     assert "ended in 'done'" in sc(tmp_path, "approve", run_id).stdout
     drawn = sc(tmp_path, "diagram", "--run", run_id).stdout
-    (exit_line,) = [x.strip() for x in drawn.splitlines()
-                    if x.strip().startswith("s_explore --> s_report")]
+    (exit_line,) = [
+        x.strip() for x in drawn.splitlines() if x.strip().startswith("s_explore --> s_report")
+    ]
     assert "taken 1x" in exit_line, drawn
 
 
 # 10 / 11 -------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def waiting_run(tmp_path: Path) -> str:
     return waiting_id(sc(tmp_path, "run", AGENT, "--input", TICKET).stdout)
 
 
-@pytest.mark.parametrize("args", [
-    ("diagram", DESK, "--run", "{run}"),  # KeyError: 'send.approve' in diagram._active
-    ("approve", "{run}", "--edit", "[1]"),  # TypeError in human._edited ({**base, **edits})
-    ("approve", "{run}", "--edit", '"checked"'),  # same, with a JSON string
-    ("run", AGENT, "--input", "[1]"),  # TypeError in driver.start: dict([1])
-    ("run", AGENT, "--input", TICKET, "--model", "openai"),  # IndexError in openai.from_spec
-    ("run", AGENT, "--input", TICKET, "--model", "anthropic"),  # same in anthropic.from_spec
-    ("check", f"{ROOT}/agents/support_triage.py:demo_policy"),  # TypeError: loading calls it
-    ("run", DESK, "--input", "{}"),  # pydantic ValidationError: 4 lines and a URL
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("diagram", DESK, "--run", "{run}"),  # KeyError: 'send.approve' in diagram._active
+        ("approve", "{run}", "--edit", "[1]"),  # TypeError in human._edited ({**base, **edits})
+        ("approve", "{run}", "--edit", '"checked"'),  # same, with a JSON string
+        ("run", AGENT, "--input", "[1]"),  # TypeError in driver.start: dict([1])
+        ("run", AGENT, "--input", TICKET, "--model", "openai"),  # IndexError in openai.from_spec
+        ("run", AGENT, "--input", TICKET, "--model", "anthropic"),  # same in anthropic.from_spec
+        ("check", f"{ROOT}/agents/support_triage.py:demo_policy"),  # TypeError: loading calls it
+        ("run", DESK, "--input", "{}"),  # pydantic ValidationError: 4 lines and a URL
+    ],
+)
 def test_more_errors_are_one_line_and_a_nonzero_exit(
-        tmp_path: Path, waiting_run: str, args: tuple[str, ...]) -> None:
+    tmp_path: Path, waiting_run: str, args: tuple[str, ...]
+) -> None:
     """Each of these is a traceback (or a multi-line pydantic dump) instead of one clear
     error line: cli._run catches only StatechartError, ValueError and OSError."""
     done = sc(tmp_path, *(a.replace("{run}", waiting_run) for a in args), ok=False)
@@ -413,7 +485,7 @@ def test_bad_json_in_edit_names_the_option(tmp_path: Path, waiting_run: str) -> 
 
 # 12 ------------------------------------------------------------------------------------------
 
-FAILING = '''
+FAILING = """
 from statechart import Budget, Chart, Edge, FunctionModel, State
 
 
@@ -428,7 +500,7 @@ chart = Chart("failing", budget=Budget(max_steps=9), states=(
 
 def demo_model():
     return FunctionModel(lambda request: None, spec="demo:none")
-'''
+"""
 
 
 def test_show_json_keeps_the_reason_of_an_escalation_with_an_error(tmp_path: Path) -> None:
@@ -459,6 +531,7 @@ def test_show_keeps_an_approvers_edit(tmp_path: Path) -> None:
 
 # 13 ------------------------------------------------------------------------------------------
 
+
 def test_the_support_triage_demo_model_handles_an_unknown_ticket(tmp_path: Path) -> None:
     """`statechart run agents/support_triage.py:chart` with no --input (or any ticket id not
     in the fixture) makes the demo policy itself crash: `fetch_ticket` answers "no ticket
@@ -470,6 +543,7 @@ def test_the_support_triage_demo_model_handles_an_unknown_ticket(tmp_path: Path)
 
 
 # 14 ------------------------------------------------------------------------------------------
+
 
 def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path: Path) -> None:
     """The helpdesk is `helpdesk.db` in each process's working directory. Approve a waiting
@@ -489,24 +563,36 @@ def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path:
 
 # 15 ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
-        provider: Provider, anyio_backend: str) -> None:
+    provider: Provider, anyio_backend: str
+) -> None:
     """The price table is looked up by exact name, so `openai:gpt-4o-mini-2024-07-18` (or
     `anthropic:claude-sonnet-4-5-20250929`) costs 0 per call and a chart's
     `max_cost_micros` never trips; the CLI offers no way to give prices."""
-    provider.answer(completion(("c1", "next_state", '{"target": "done"}'),
-                               tokens=(1_000_000, 0)))
-    model = OpenAIModel("gpt-4o-mini-2024-07-18", base_url=f"{provider.url}/v1",
-                        api_key="test", max_retries=0, timeout=10)
-    request = Request(state="s", instructions="", context={}, transcript=(), tools=(
-        ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),))
+    provider.answer(completion(("c1", "next_state", '{"target": "done"}'), tokens=(1_000_000, 0)))
+    model = OpenAIModel(
+        "gpt-4o-mini-2024-07-18",
+        base_url=f"{provider.url}/v1",
+        api_key="test",
+        max_retries=0,
+        timeout=10,
+    )
+    request = Request(
+        state="s",
+        instructions="",
+        context={},
+        transcript=(),
+        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
+    )
     got = await model.complete(request)
     assert got.usage.cost_micros == 150_000  # gpt-4o-mini's input price, $0.15 per M
 
 
 # 16 ------------------------------------------------------------------------------------------
+
 
 def test_a_model_given_on_approve_is_recorded_for_the_next_resume(tmp_path: Path) -> None:
     """docs: `--model` is "recorded in the run, so `resume` uses the same one unless --model
@@ -526,6 +612,7 @@ def test_a_model_given_on_approve_is_recorded_for_the_next_resume(tmp_path: Path
 
 # 17 ------------------------------------------------------------------------------------------
 
+
 def test_reading_commands_do_not_create_a_store(tmp_path: Path) -> None:
     """`statechart show RUN --db typo.db` (or `runs`, `resume` ... from the wrong directory)
     creates an empty SQLite store at that path before reporting `no run`: SQLiteStore
@@ -537,8 +624,8 @@ def test_reading_commands_do_not_create_a_store(tmp_path: Path) -> None:
 
 # 18 ------------------------------------------------------------------------------------------
 
-def test_approve_of_an_agent_that_only_defines_demo_model_is_not_half_done(
-        tmp_path: Path) -> None:
+
+def test_approve_of_an_agent_that_only_defines_demo_model_is_not_half_done(tmp_path: Path) -> None:
     """`run` drives an agent with its `demo_model()`; `approve` then looks the recorded spec
     up only in the registry (cli._model ignores the module's demo_model even when its spec
     is the one recorded). For an agent that does not also call `register`, `approve` stores

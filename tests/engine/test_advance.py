@@ -55,7 +55,9 @@ def summary_set(f: Facts) -> str | None:
 
 def chart(**research: object) -> Chart:
     opts: dict[str, object] = {
-        "tools": (search_kb, explode), "reads": ("ticket",), "writes": ("summary",),
+        "tools": (search_kb, explode),
+        "reads": ("ticket",),
+        "writes": ("summary",),
         "instructions": "Research the ticket.",
     }
     opts.update(research)
@@ -147,8 +149,11 @@ async def test_calls_queue_one_act_step_each_next_state_last() -> None:
 
 
 async def test_a_refusal_stops_the_queue_and_the_rest_get_not_executed() -> None:
-    r = reply(call("send_reply", "x", text="no"), call("search_kb", "y", query="1"),
-              call("next_state", "z", target="draft", summary="s"))
+    r = reply(
+        call("send_reply", "x", text="no"),
+        call("search_kb", "y", query="1"),
+        call("next_state", "z", target="draft", summary="s"),
+    )
     _, steps, _, _ = await run_script(chart(), [r, *finish()])
     results = tool_results(steps)
     assert results["x"].startswith("refused:")
@@ -177,9 +182,11 @@ async def test_last_iteration_offers_only_next_state_then_exhaustion() -> None:
 
 
 async def test_last_iteration_can_still_leave() -> None:
-    replies = [reply(call("search_kb", query="1")),
-               reply(call("next_state", target="draft", summary="s")),
-               reply(call("next_state", target="done"))]
+    replies = [
+        reply(call("search_kb", query="1")),
+        reply(call("next_state", target="draft", summary="s")),
+        reply(call("next_state", target="done")),
+    ]
     end, _, model, _ = await run_script(chart(max_iterations=2), replies)
     assert [t.name for t in model.requests[1].tools] == ["next_state"]
     assert end.state == "done"
@@ -194,8 +201,10 @@ async def test_per_tool_call_cap_per_visit() -> None:
 
 
 async def test_repeated_call_is_refused_unless_repeatable() -> None:
-    again = [reply(call("search_kb", "a", query="same")),
-             reply(call("search_kb", "b", query="same"))]
+    again = [
+        reply(call("search_kb", "a", query="same")),
+        reply(call("search_kb", "b", query="same")),
+    ]
     _, steps, _, _ = await run_script(chart(), [*again, *finish()])
     assert "already ran with these arguments" in tool_results(steps)["b"]
 
@@ -214,9 +223,11 @@ def _moved(steps: list) -> dict[str, str]:  # type: ignore[type-arg]
 
 
 async def test_guard_refusal_goes_back_to_the_model_and_sees_the_patch() -> None:
-    replies = [reply(call("next_state", "n1", target="draft")),
-               reply(call("next_state", "n2", target="draft", summary="ok")),
-               reply(call("next_state", target="done"))]
+    replies = [
+        reply(call("next_state", "n1", target="draft")),
+        reply(call("next_state", "n2", target="draft", summary="ok")),
+        reply(call("next_state", target="done")),
+    ]
     end, steps, _, store = await run_script(chart(), replies)
     results = tool_results(steps)
     assert "edge research->draft refused: write a summary before drafting" in results["n1"]
@@ -252,9 +263,12 @@ async def test_visits_cap_and_self_loop_starts_a_fresh_visit() -> None:
         edges=(Edge("work", "work"), Edge("work", "done")),
         budget=Budget(max_steps=30),
     )
-    replies = [reply(call("search_kb", query="a")), reply(call("next_state", target="work")),
-               reply(call("next_state", "n", target="work")),
-               reply(call("next_state", target="done"))]
+    replies = [
+        reply(call("search_kb", query="a")),
+        reply(call("next_state", target="work")),
+        reply(call("next_state", "n", target="work")),
+        reply(call("next_state", target="done")),
+    ]
     end, steps, model, _ = await run_script(c, replies)
     assert model.requests[2].transcript == ()  # a new visit starts with an empty transcript
     assert "state 'work' was already visited 2 time(s) (max_visits=2)" in tool_results(steps)["n"]
@@ -263,9 +277,11 @@ async def test_visits_cap_and_self_loop_starts_a_fresh_visit() -> None:
 
 async def test_usage_is_charged_per_call() -> None:
     u = Usage(input_tokens=10, output_tokens=5, cost_micros=7)
-    replies = [reply(call("search_kb", query="a"), usage=u),
-               reply(call("next_state", target="draft", summary="s"), usage=u),
-               reply(call("next_state", target="done"), usage=u)]
+    replies = [
+        reply(call("search_kb", query="a"), usage=u),
+        reply(call("next_state", target="draft", summary="s"), usage=u),
+        reply(call("next_state", target="done"), usage=u),
+    ]
     end, steps, _, _ = await run_script(chart(), replies)
     root = end.ledger[""]
     assert (root.input_tokens, root.output_tokens, root.cost_micros) == (30, 15, 21)
@@ -276,10 +292,17 @@ async def test_next_state_cannot_write_null_into_a_typed_field() -> None:
     class Strict(BaseModel):
         count: int = 0
 
-    c = Chart("strict", states=(State("s", writes=("count",)), State("done", kind="terminal")),
-              edges=(Edge("s", "done"),), context=Strict, budget=Budget(max_steps=9))
-    replies = [reply(call("next_state", "n1", target="done", count=None)),
-               reply(call("next_state", target="done", count=3))]
+    c = Chart(
+        "strict",
+        states=(State("s", writes=("count",)), State("done", kind="terminal")),
+        edges=(Edge("s", "done"),),
+        context=Strict,
+        budget=Budget(max_steps=9),
+    )
+    replies = [
+        reply(call("next_state", "n1", target="done", count=None)),
+        reply(call("next_state", target="done", count=3)),
+    ]
     end, steps, _, _ = await run_script(c, replies)
     assert "count: Input should be a valid integer" in tool_results(steps)["n1"]
     assert end.context == {"count": 3}

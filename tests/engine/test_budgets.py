@@ -55,8 +55,10 @@ def test_spent_adds_and_caps_compare() -> None:
 def sub_chart() -> Chart:
     return Chart(
         "inner",
-        states=(State("dig", tools=(look,), writes=("notes",), max_iterations=50),
-                State("found", kind="terminal")),
+        states=(
+            State("dig", tools=(look,), writes=("notes",), max_iterations=50),
+            State("found", kind="terminal"),
+        ),
         edges=(Edge("dig", "found"),),
         context=Ctx,
         budget=Budget(max_tool_calls=2),
@@ -67,8 +69,13 @@ def outer(max_steps: int = 100, **root: int) -> Chart:
     return Chart(
         "outer",
         states=(
-            State("explore", kind="chart", chart=sub_chart, exits={"found": "report"},
-                  on_exhausted="report"),
+            State(
+                "explore",
+                kind="chart",
+                chart=sub_chart,
+                exits={"found": "report"},
+                on_exhausted="report",
+            ),
             State("report", max_iterations=50),
             State("done", kind="terminal"),
         ),
@@ -79,13 +86,18 @@ def outer(max_steps: int = 100, **root: int) -> Chart:
 
 
 def looking(n: int) -> list[Reply]:
-    return [reply(call("look", q=str(i)), usage=Usage(input_tokens=1, output_tokens=1))
-            for i in range(n)]
+    return [
+        reply(call("look", q=str(i)), usage=Usage(input_tokens=1, output_tokens=1))
+        for i in range(n)
+    ]
 
 
 async def test_spending_in_a_sub_chart_charges_every_ancestor() -> None:
-    replies = [*looking(1), reply(call("next_state", target="found", notes="n")),
-               reply(call("next_state", target="done"))]
+    replies = [
+        *looking(1),
+        reply(call("next_state", target="found", notes="n")),
+        reply(call("next_state", target="done")),
+    ]
     end, steps, _, _ = await run_script(outer(), replies)
     assert end.state == "done"
     inner_steps = sum(1 for s in steps if s.event.source.startswith("explore."))
@@ -114,8 +126,10 @@ async def test_sub_chart_budget_ends_in_exhausted_and_the_parent_maps_it() -> No
 async def test_root_steps_cap_routes_to_escalated_with_context_kept() -> None:
     c = Chart(
         "c",
-        states=(State("work", tools=(look,), writes=("notes",), max_iterations=100),
-                State("done", kind="terminal")),
+        states=(
+            State("work", tools=(look,), writes=("notes",), max_iterations=100),
+            State("done", kind="terminal"),
+        ),
         edges=(Edge("work", "done"),),
         context=Ctx,
         budget=Budget(max_steps=5),
@@ -130,14 +144,23 @@ async def test_root_steps_cap_routes_to_escalated_with_context_kept() -> None:
 async def test_state_budget_routes_to_its_on_exhausted_sibling() -> None:
     c = Chart(
         "c",
-        states=(State("work", tools=(look,), budget=Budget(max_model_calls=2),
-                      on_exhausted="wrap", max_iterations=50),
-                State("wrap", max_iterations=5), State("done", kind="terminal")),
+        states=(
+            State(
+                "work",
+                tools=(look,),
+                budget=Budget(max_model_calls=2),
+                on_exhausted="wrap",
+                max_iterations=50,
+            ),
+            State("wrap", max_iterations=5),
+            State("done", kind="terminal"),
+        ),
         edges=(Edge("work", "done"), Edge("wrap", "done")),
         budget=Budget(max_steps=50),
     )
-    end, steps, model, _ = await run_script(c, [*looking(2), reply(call("next_state",
-                                                                        target="done"))])
+    end, steps, model, _ = await run_script(
+        c, [*looking(2), reply(call("next_state", target="done"))]
+    )
     assert [s.event.exhausted for s in steps if s.event.exhausted] == ["work:model_calls"]
     assert end.state == "done" and model.requests[-1].state == "wrap"
 
@@ -151,9 +174,16 @@ async def test_max_tokens_is_capped_to_what_every_level_has_left() -> None:
 
     c = Chart(
         "c",
-        states=(State("work", tools=(look,), max_tokens=1000, max_iterations=50,
-                      budget=Budget(max_output_tokens=100)),
-                State("done", kind="terminal")),
+        states=(
+            State(
+                "work",
+                tools=(look,),
+                max_tokens=1000,
+                max_iterations=50,
+                budget=Budget(max_output_tokens=100),
+            ),
+            State("done", kind="terminal"),
+        ),
         edges=(Edge("work", "done"),),
         budget=Budget(max_steps=100, max_tokens=80),
     )
@@ -201,26 +231,39 @@ async def test_wall_time_budget() -> None:
 
 
 async def test_the_reply_of_the_last_allowed_call_is_still_acted_on() -> None:
-    c = Chart("one", states=(State("s", writes=("notes",)), State("done", kind="terminal")),
-              edges=(Edge("s", "done"),), context=Ctx,
-              budget=Budget(max_steps=5, max_model_calls=1))
+    c = Chart(
+        "one",
+        states=(State("s", writes=("notes",)), State("done", kind="terminal")),
+        edges=(Edge("s", "done"),),
+        context=Ctx,
+        budget=Budget(max_steps=5, max_model_calls=1),
+    )
     end, steps, _, _ = await run_script(c, [reply(call("next_state", target="done", notes="n"))])
     assert end.state == "done" and end.context == {"notes": "n"}
     assert not any(s.event.exhausted for s in steps)
 
 
 def spent_child() -> Chart:
-    return Chart("child", states=(State("s", budget=Budget(max_steps=1)),
-                                  State("done", kind="terminal")),
-                 edges=(Edge("s", "done"),))
+    return Chart(
+        "child",
+        states=(State("s", budget=Budget(max_steps=1)), State("done", kind="terminal")),
+        edges=(Edge("s", "done"),),
+    )
 
 
 async def test_routing_back_into_a_spent_level_stops_at_the_visit_cap() -> None:
     c = Chart(
         "cross",
-        states=(State("c", kind="chart", chart=spent_child, max_visits=2,
-                      exits={"done": "done", "escalated": "c"}),
-                State("done", kind="terminal")),
+        states=(
+            State(
+                "c",
+                kind="chart",
+                chart=spent_child,
+                max_visits=2,
+                exits={"done": "done", "escalated": "c"},
+            ),
+            State("done", kind="terminal"),
+        ),
         budget=Budget(max_steps=10),
     )
     end, steps, _, _ = await run_script(c, [reply(content="no tool")] * 5)

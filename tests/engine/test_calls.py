@@ -22,15 +22,21 @@ def charge(amount: int, idempotency_key: str | None = None) -> str:
 
 async def test_a_retry_after_a_failure_presents_the_same_key_a_new_charge_a_new_one() -> None:
     KEYS.clear()
-    c = Chart("pay", budget=Budget(max_steps=20),
-              states=(State("bill", tools=(charge,)), State("done", kind="terminal")),
-              edges=(Edge("bill", "done"),))
-    end, steps, _, store = await run_script(c, [
-        reply(call("charge", "a", amount=5)),   # times out
-        reply(call("charge", "b", amount=5)),   # the retry: the same charge
-        reply(call("charge", "c", amount=5)),   # a second, deliberate charge
-        reply(call("next_state", target="done")),
-    ])
+    c = Chart(
+        "pay",
+        budget=Budget(max_steps=20),
+        states=(State("bill", tools=(charge,)), State("done", kind="terminal")),
+        edges=(Edge("bill", "done"),),
+    )
+    end, steps, _, store = await run_script(
+        c,
+        [
+            reply(call("charge", "a", amount=5)),  # times out
+            reply(call("charge", "b", amount=5)),  # the retry: the same charge
+            reply(call("charge", "c", amount=5)),  # a second, deliberate charge
+            reply(call("next_state", target="done")),
+        ],
+    )
     assert end.state == "done"
     first, retry, second = KEYS
     assert first == retry and second != first

@@ -89,8 +89,11 @@ async def test_reject_tells_the_model_and_nothing_runs() -> None:
 async def test_approval_state_routes_to_its_outcomes() -> None:
     c = Chart(
         "gate",
-        states=(State("check", kind="approval", on_approve="yes", on_reject="no"),
-                State("yes", kind="terminal"), State("no", kind="terminal")),
+        states=(
+            State("check", kind="approval", on_approve="yes", on_reject="no"),
+            State("yes", kind="terminal"),
+            State("no", kind="terminal"),
+        ),
         budget=Budget(max_steps=5),
     )
     store = MemoryStore()
@@ -129,11 +132,19 @@ async def test_cancel_ends_the_run_in_cancelled() -> None:
 
 
 async def test_an_approval_state_may_reject_to_escalated() -> None:
-    c = Chart("gate", budget=Budget(max_steps=5),
-              states=(State("check", kind="approval", on_approve="yes", on_reject="escalated"),
-                      State("yes", kind="terminal")))
-    assert [t.dest for t in compiled(c).transitions
-            if t.source == "check" and t.trigger == "go:escalated"] == ["escalated"]
+    c = Chart(
+        "gate",
+        budget=Budget(max_steps=5),
+        states=(
+            State("check", kind="approval", on_approve="yes", on_reject="escalated"),
+            State("yes", kind="terminal"),
+        ),
+    )
+    assert [
+        t.dest
+        for t in compiled(c).transitions
+        if t.source == "check" and t.trigger == "go:escalated"
+    ] == ["escalated"]
     store = MemoryStore()
     run = await start(c, store=store, model=ScriptedModel([]))
     rec = await reject(c, run.run_id, store=store, by="bo", reason="risky")

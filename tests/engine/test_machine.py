@@ -72,7 +72,9 @@ ILLEGAL = ("bogus", "go:nowhere", "go:s0.nowhere", "exhaust:nowhere", "think")
 
 def _outcome(
     fire: Callable[[str, str, Callable[[Transition], bool]], Any],
-    leaf: str, trigger: str, allowed: bool,
+    leaf: str,
+    trigger: str,
+    allowed: bool,
 ) -> tuple[str | None, list[tuple[str, str, str]]]:
     """What one firing did: the new leaf, None (refused) or "illegal"; and the guards asked."""
     asked: list[tuple[str, str, str]] = []
@@ -114,10 +116,14 @@ def _same_exits_and_entries(cc: CompiledChart, leaf: str, trigger: str) -> None:
     cc.machine_fire(leaf, trigger, lambda _t: True, trace)
     move = cc.fire(leaf, trigger, lambda _t: True)
     assert move is not None
-    exited = [p for i, (w, p) in enumerate(trace)
-              if w == "exited" and ("entered", p) not in trace[:i]]
-    entered = [p for i, (w, p) in enumerate(trace)
-               if w == "entered" and ("exited", p) not in trace[i + 1:]]
+    exited = [
+        p for i, (w, p) in enumerate(trace) if w == "exited" and ("entered", p) not in trace[:i]
+    ]
+    entered = [
+        p
+        for i, (w, p) in enumerate(trace)
+        if w == "entered" and ("exited", p) not in trace[i + 1 :]
+    ]
     assert (list(move.exited), list(move.entered)) == (exited, entered), (leaf, trigger, trace)
 
 
@@ -196,8 +202,7 @@ def example() -> Chart:
         "example",
         states=(
             State("intake", tools=(lookup,)),
-            State("explore", kind="chart", chart=_sub,
-                  exits={"found": "write", "lost": "gate"}),
+            State("explore", kind="chart", chart=_sub, exits={"found": "write", "lost": "gate"}),
             State("gate", kind="approval", on_approve="write", on_reject="failed"),
             State("write"),
             State("nest", kind="chart", chart=_deep, exits={"done": "done"}),
@@ -252,15 +257,24 @@ def test_a_subchart_terminal_maps_through_exits_to_the_parent_target_in_one_move
         ("explore.check", "go:explore.found"),
         ("nest.explore.check", "go:nest.explore.found"),
     ):
-        assert cc.machine_fire(leaf, trigger, lambda _t: True) == cc.fire(
-            leaf, trigger, lambda _t: True
-        ).leaf  # type: ignore[union-attr]
+        assert (
+            cc.machine_fire(leaf, trigger, lambda _t: True)
+            == cc.fire(leaf, trigger, lambda _t: True).leaf
+        )  # type: ignore[union-attr]
 
 
 def test_escalated_is_reachable_from_every_nonterminal_state_of_the_example() -> None:
     cc = compiled(example())
-    for leaf in ("intake.think", "intake.act", "intake.approve", "gate", "write.act",
-                 "explore.search.think", "explore.check", "nest.explore.check"):
+    for leaf in (
+        "intake.think",
+        "intake.act",
+        "intake.approve",
+        "gate",
+        "write.act",
+        "explore.search.think",
+        "explore.check",
+        "nest.explore.check",
+    ):
         prefix, _ = cc.owner_state(leaf)
         level = cc.nodes[prefix].prefix
         move = cc.fire(leaf, f"go:{level}{ESCALATED}", lambda _t: True)

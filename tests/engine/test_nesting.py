@@ -42,23 +42,40 @@ async def buy(item: str, idempotency_key: str | None = None) -> str:
 
 
 def level3() -> Chart:
-    return Chart("deep", context=Ctx, budget=Budget(max_tool_calls=3),
-                 states=(State("probe", tools=(dig, buy), writes=("notes",), max_iterations=20),
-                         DONE),
-                 edges=(Edge("probe", "done"),))
+    return Chart(
+        "deep",
+        context=Ctx,
+        budget=Budget(max_tool_calls=3),
+        states=(State("probe", tools=(dig, buy), writes=("notes",), max_iterations=20), DONE),
+        edges=(Edge("probe", "done"),),
+    )
 
 
 def level2() -> Chart:
-    return Chart("middle", context=Ctx, budget=Budget(max_steps=30),
-                 states=(State("inner", kind="chart", chart=level3, exits={"done": "done"}), DONE))
+    return Chart(
+        "middle",
+        context=Ctx,
+        budget=Budget(max_steps=30),
+        states=(State("inner", kind="chart", chart=level3, exits={"done": "done"}), DONE),
+    )
 
 
 def workflow() -> Chart:
     return Chart(
-        "workflow", context=Ctx, budget=Budget(max_steps=60, max_tokens=1000),
-        states=(State("explore", kind="chart", chart=level2, exits={"done": "report"},
-                      on_exhausted="report"),
-                State("report"), DONE),
+        "workflow",
+        context=Ctx,
+        budget=Budget(max_steps=60, max_tokens=1000),
+        states=(
+            State(
+                "explore",
+                kind="chart",
+                chart=level2,
+                exits={"done": "report"},
+                on_exhausted="report",
+            ),
+            State("report"),
+            DONE,
+        ),
         edges=(Edge("report", "done"),),
     )
 
@@ -74,10 +91,12 @@ async def test_three_levels_paths_approval_and_ledgers() -> None:
     assert end.status == "waiting" and end.state == "explore.inner.probe.approve"
     rec = await approve(c, end.run_id, store=store, by="lead")
     assert rec.run.state == "explore.inner.probe.act"
-    model = ScriptedModel([
-        reply(call("next_state", target="done", notes="found"), usage=U),
-        reply(call("next_state", target="done"), usage=U),
-    ])
+    model = ScriptedModel(
+        [
+            reply(call("next_state", target="done", notes="found"), usage=U),
+            reply(call("next_state", target="done"), usage=U),
+        ]
+    )
     done = await run_to_end(c, end.run_id, store=store, model=model)
     assert done.state == "done" and done.context["notes"] == "found"
     events = await store.events(end.run_id)
@@ -85,8 +104,12 @@ async def test_three_levels_paths_approval_and_ledgers() -> None:
     assert bought.result is not None and bought.result.startswith("bought archive with key ")
     # the deep exit maps through two hosts to the root's report state in one event
     leave = next(e for e in events if e.target == "report.think")
-    assert leave.exited == ("explore.inner.probe.act", "explore.inner.probe", "explore.inner",
-                            "explore")
+    assert leave.exited == (
+        "explore.inner.probe.act",
+        "explore.inner.probe",
+        "explore.inner",
+        "explore",
+    )
     assert leave.entered == ("report", "report.think")
     # spending in the deepest state charged all three levels
     led = done.ledger
@@ -98,8 +121,9 @@ async def test_three_levels_paths_approval_and_ledgers() -> None:
 
 async def test_the_deepest_budget_ends_its_chart_and_each_parent_maps_it() -> None:
     script = [reply(call("dig", q=str(i)), usage=U) for i in range(5)]
-    end, steps, model, _ = await run_script(workflow(), [*script,
-                                                         reply(call("next_state", target="done"))])
+    end, steps, model, _ = await run_script(
+        workflow(), [*script, reply(call("next_state", target="done"))]
+    )
     exhausted = [s.event for s in steps if s.event.exhausted]
     assert [e.exhausted for e in exhausted] == ["explore.inner:tool_calls"]
     # deep 'exhausted' -> middle's escalated by default -> root maps explore's escalated

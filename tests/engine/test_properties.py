@@ -154,11 +154,14 @@ class World:
             target = self.draw(st.sampled_from(options), "target")
             if what == "name":
                 return target
-            patch = self.draw(st.dictionaries(
-                st.sampled_from([*writes, *writes, *FIELDS]),
-                st.integers(0, 3) | st.sampled_from(["x", "y"]) | st.none(),
-                max_size=2,
-            ), "patch")
+            patch = self.draw(
+                st.dictionaries(
+                    st.sampled_from([*writes, *writes, *FIELDS]),
+                    st.integers(0, 3) | st.sampled_from(["x", "y"]) | st.none(),
+                    max_size=2,
+                ),
+                "patch",
+            )
             return Decision(target, patch=patch, reason="decided")
 
         return decide
@@ -202,9 +205,16 @@ class World:
             others = [t.name for t in TOOLS if t.name not in offered] + ["ghost"]
             name = self.draw(st.sampled_from(others), "unoffered tool")
             return ToolCall(id=call_id, name=name, arguments={})
-        values = self.draw(st.fixed_dictionaries({}, optional={
-            "count": st.integers(0, 3) | st.none(), "note": st.sampled_from(["x", "y", None]),
-        }), "writes")
+        values = self.draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "count": st.integers(0, 3) | st.none(),
+                    "note": st.sampled_from(["x", "y", None]),
+                },
+            ),
+            "writes",
+        )
         values = {k: v for k, v in values.items() if k in writes}
         if kind == "next_state":
             onward = [t for t in targets if t != ESCALATED] or targets
@@ -278,9 +288,15 @@ def simulate(data: st.DataObject, decide: bool = False) -> Outcome:
     )
     chart = data.draw(charts(options), "chart")
     note(chart.describe())
-    context = data.draw(st.fixed_dictionaries({
-        "count": st.integers(0, 3), "note": st.sampled_from(["", "hi"]),
-    }), "context")
+    context = data.draw(
+        st.fixed_dictionaries(
+            {
+                "count": st.integers(0, 3),
+                "note": st.sampled_from(["", "hi"]),
+            }
+        ),
+        "context",
+    )
     model = FunctionModel(world.reply)
     store = BoundedStore(event_bound(compiled(chart)))
 
@@ -297,18 +313,18 @@ def simulate(data: st.DataObject, decide: bool = False) -> Outcome:
                 await approve(chart, run.run_id, store=store, by="ops")
             else:
                 await reject(chart, run.run_id, store=store, by="ops", reason="no")
-            end = await run_to_end(chart, run.run_id, store=store, model=model,
-                                   clock=lambda: 0.0)
+            end = await run_to_end(chart, run.run_id, store=store, model=model, clock=lambda: 0.0)
         events = await store.events(run.run_id)
         visits = {e.visit for e in events if e.visit is not None}
         return run, end, events, {v: await store.transcript(run.run_id, v) for v in visits}
 
     initial, final, events, transcripts = anyio.run(main)
-    note(f"{len(events)} events: " + ", ".join(
-        f"{e.trigger}:{e.source}->{e.target}" for e in events
-    ))
-    return Outcome(chart, initial, final, events, model.requests, transcripts, store.snapshots,
-                   store.steps)
+    note(
+        f"{len(events)} events: " + ", ".join(f"{e.trigger}:{e.source}->{e.target}" for e in events)
+    )
+    return Outcome(
+        chart, initial, final, events, model.requests, transcripts, store.snapshots, store.steps
+    )
 
 
 # -- the properties ------------------------------------------------------------------------------
@@ -410,7 +426,9 @@ def check_budgets(o: Outcome) -> None:
                     if left is not None:
                         limits.append(left)
             assert request.max_tokens == (min(limits) if limits else None), (
-                e.seq, request.max_tokens, limits,
+                e.seq,
+                request.max_tokens,
+                limits,
             )
         for level in levels:
             ledger[level.key] = ledger.get(level.key, Spent()) + e.usage
@@ -479,7 +497,8 @@ def check_replay(o: Outcome) -> None:
 
 
 SETTINGS = settings(
-    max_examples=100, deadline=None,
+    max_examples=100,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -553,8 +572,13 @@ def _cross_level() -> Chart:
     return Chart(
         "cross_level",
         states=(
-            State("c", kind="chart", chart=_spent_child, max_visits=2,
-                  exits={"done": "done", ESCALATED: "c"}),
+            State(
+                "c",
+                kind="chart",
+                chart=_spent_child,
+                max_visits=2,
+                exits={"done": "done", ESCALATED: "c"},
+            ),
             State("done", kind="terminal"),
         ),
         budget=Budget(max_steps=10),
@@ -598,10 +622,15 @@ def test_next_state_cannot_write_null_into_a_non_optional_field() -> None:
         context=Strict,
         budget=Budget(max_steps=5),
     )
-    final, events = run_once(chart, ScriptedModel([
-        reply(call("next_state", target="done", count=None)),
-        reply(call("next_state", target="done", count=3)),
-    ]))
+    final, events = run_once(
+        chart,
+        ScriptedModel(
+            [
+                reply(call("next_state", target="done", count=None)),
+                reply(call("next_state", target="done", count=3)),
+            ]
+        ),
+    )
     assert events[1].refused is not None and "count" in events[1].refused
     assert final.state == "done" and final.context == {"count": 3}
 

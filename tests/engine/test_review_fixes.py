@@ -51,9 +51,13 @@ def in_paris(f: Facts) -> str | None:
 
 
 async def test_guards_see_a_typed_context_and_writes_keep_constraints() -> None:
-    c = Chart("g", context=Ctx, budget=Budget(max_steps=20),
-              states=(State("s", writes=("addr", "priority")), DONE),
-              edges=(Edge("s", "done", guard=in_paris),))
+    c = Chart(
+        "g",
+        context=Ctx,
+        budget=Budget(max_steps=20),
+        states=(State("s", writes=("addr", "priority")), DONE),
+        edges=(Edge("s", "done", guard=in_paris),),
+    )
     replies = [
         reply(call("next_state", "p", target="done", priority=99)),
         reply(call("next_state", "l", target="done", addr={"city": "Lyon"})),
@@ -64,17 +68,25 @@ async def test_guards_see_a_typed_context_and_writes_keep_constraints() -> None:
     assert "priority: Input should be less than or equal to 5" in results["p"]
     assert "edge s->done refused: not in Paris" in results["l"]
     assert end.state == "done"
-    assert end.context == {"ticket_id": "T-1", "addr": {"city": "Paris"}, "priority": 5,
-                           "ok": False}
+    assert end.context == {
+        "ticket_id": "T-1",
+        "addr": {"city": "Paris"},
+        "priority": 5,
+        "ok": False,
+    }
 
 
 async def test_handlers_get_typed_context_and_may_patch_with_required_fields_set() -> None:
     async def check(ctx: Ctx) -> Decision:
         return Decision("done", {"ok": ctx.ticket_id.startswith("T-")})
 
-    c = Chart("h", context=Ctx, budget=Budget(max_steps=5),
-              states=(State("check", kind="code", handler=check, writes=("ok",)), DONE),
-              edges=(Edge("check", "done"),))
+    c = Chart(
+        "h",
+        context=Ctx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=check, writes=("ok",)), DONE),
+        edges=(Edge("check", "done"),),
+    )
     end, _, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
     assert end.state == "done" and end.context["ok"] is True
 
@@ -83,9 +95,13 @@ async def test_a_handler_returning_junk_escalates_instead_of_raising() -> None:
     async def broken(ctx: Ctx) -> Decision:
         return None  # type: ignore[return-value]
 
-    c = Chart("h", context=Ctx, budget=Budget(max_steps=5),
-              states=(State("check", kind="code", handler=broken), DONE),
-              edges=(Edge("check", "done"),))
+    c = Chart(
+        "h",
+        context=Ctx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=broken), DONE),
+        edges=(Edge("check", "done"),),
+    )
     end, steps, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
     assert end.state == "escalated"
     assert "returned None; return a Decision" in steps[-1].event.reason
@@ -117,16 +133,23 @@ def flaky(q: str) -> str:
 
 
 def tools_chart() -> Chart:
-    return Chart("t", budget=Budget(max_steps=20),
-                 states=(State("s", tools=(place, flaky)), DONE), edges=(Edge("s", "done"),))
+    return Chart(
+        "t",
+        budget=Budget(max_steps=20),
+        states=(State("s", tools=(place, flaky)), DONE),
+        edges=(Edge("s", "done"),),
+    )
 
 
 async def test_tools_get_typed_arguments_and_a_failed_call_may_be_retried() -> None:
     PLACED.clear()
     FLAKY["left"] = 1
-    replies = [reply(call("place", "o", order={"sku": "A1", "qty": "2"})),
-               reply(call("flaky", "f1", q="x")), reply(call("flaky", "f2", q="x")),
-               reply(call("next_state", target="done"))]
+    replies = [
+        reply(call("place", "o", order={"sku": "A1", "qty": "2"})),
+        reply(call("flaky", "f1", q="x")),
+        reply(call("flaky", "f2", q="x")),
+        reply(call("next_state", target="done")),
+    ]
     end, steps, _, store = await run_script(tools_chart(), replies)
     results = tool_results(steps)
     assert results["o"] == "placed 2 x A1"
@@ -143,24 +166,35 @@ def wire(to: str, amount: int) -> str:
 
 
 async def test_edits_keep_raw_json_arguments_and_need_a_pending_call() -> None:
-    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(wire,)), DONE),
-              edges=(Edge("pay", "done"),))
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(wire,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
     raw = ToolCall(id="w1", name="wire", arguments='{"to": "acme", "amount": 500}')
     end, _, _, store = await run_script(c, [reply(raw)])
     rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": 400})
     assert rec.event.call is not None
     assert rec.event.call.arguments == {"to": "acme", "amount": 400}
 
-    gate = Chart("g", budget=Budget(max_steps=5), states=(
-        State("ok", kind="approval", on_approve="done", on_reject="done"), DONE))
+    gate = Chart(
+        "g",
+        budget=Budget(max_steps=5),
+        states=(State("ok", kind="approval", on_approve="done", on_reject="done"), DONE),
+    )
     run = await start(gate, store=store, model=ScriptedModel([]))
     with pytest.raises(RunError, match="no pending call to edit"):
         await approve(gate, run.run_id, store=store, by="x", edits={"a": 1})
 
 
 async def test_intents_complete_when_refused_rejected_or_cancelled() -> None:
-    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(wire,)), DONE),
-              edges=(Edge("pay", "done"),))
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(wire,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
     replies = [reply(call("nope", "n1")), reply(call("wire", "w1", to="a", amount=1))]
     end, _, _, store = await run_script(c, replies)
     # `n1` names no tool, so it could never run and records no intent.
@@ -171,15 +205,24 @@ async def test_intents_complete_when_refused_rejected_or_cancelled() -> None:
 
 
 def spent_then_capped() -> Chart:
-    return Chart("x", budget=Budget(max_steps=30), states=(
-        State("a", budget=Budget(max_model_calls=1), on_exhausted="b"),
-        State("b", max_visits=1), DONE),
-        edges=(Edge("a", "b"), Edge("b", "a", max_traversals=1), Edge("b", "done")))
+    return Chart(
+        "x",
+        budget=Budget(max_steps=30),
+        states=(
+            State("a", budget=Budget(max_model_calls=1), on_exhausted="b"),
+            State("b", max_visits=1),
+            DONE,
+        ),
+        edges=(Edge("a", "b"), Edge("b", "a", max_traversals=1), Edge("b", "done")),
+    )
 
 
 async def test_exhaustion_routing_respects_max_visits() -> None:
-    replies = [reply(call("next_state", target="b")), reply(call("next_state", target="a")),
-               reply(content="thinking")]
+    replies = [
+        reply(call("next_state", target="b")),
+        reply(call("next_state", target="a")),
+        reply(content="thinking"),
+    ]
     end, steps, _, _ = await run_script(spent_then_capped(), replies)
     last = steps[-1].event
     assert last.exhausted == "a:model_calls" and "'b' is at its max_visits" in last.reason
@@ -194,8 +237,12 @@ async def test_a_store_round_trip_after_evolve_keeps_every_field() -> None:
 
 
 async def test_bad_edits_are_refused_and_change_nothing() -> None:
-    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(wire,)), DONE),
-              edges=(Edge("pay", "done"),))
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(wire,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
     end, _, _, store = await run_script(c, [reply(call("wire", "w1", to="a", amount=1))])
     with pytest.raises(RunError, match="amount: Input should be a valid integer"):
         await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "lots"})
@@ -208,8 +255,12 @@ async def test_bad_edits_are_refused_and_change_nothing() -> None:
 
 
 async def test_a_cancel_while_a_call_may_run_leaves_its_intent_open() -> None:
-    c = Chart("w", budget=Budget(max_steps=20), states=(State("pay", tools=(flaky,)), DONE),
-              edges=(Edge("pay", "done"),))
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(flaky,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
     store = MemoryStore()
     model = ScriptedModel([reply(call("flaky", "f1", q="x"))])
     run = await start(c, store=store, model=model)
@@ -226,14 +277,20 @@ async def test_decisions_with_bad_fields_escalate() -> None:
     async def odd(ctx: Ctx) -> Decision:
         return Decision("done", reason=42)  # type: ignore[arg-type]
 
-    c = Chart("h", context=Ctx, budget=Budget(max_steps=5),
-              states=(State("check", kind="code", handler=odd), DONE),
-              edges=(Edge("check", "done"),))
+    c = Chart(
+        "h",
+        context=Ctx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=odd), DONE),
+        edges=(Edge("check", "done"),),
+    )
     end, steps, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
     assert end.state == "escalated" and "return a Decision" in steps[-1].event.reason
     for s in steps:
-        assert s.event.model_dump_json() == type(s.event).model_validate_json(
-            s.event.model_dump_json()).model_dump_json()
+        assert (
+            s.event.model_dump_json()
+            == type(s.event).model_validate_json(s.event.model_dump_json()).model_dump_json()
+        )
 
 
 def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
@@ -241,11 +298,19 @@ def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
         ticket_id: int = 0
 
     def child() -> Chart:
-        return Chart("inner", context=Loose, states=(State("x", writes=("ticket_id",)), DONE),
-                     edges=(Edge("x", "done"),))
+        return Chart(
+            "inner",
+            context=Loose,
+            states=(State("x", writes=("ticket_id",)), DONE),
+            edges=(Edge("x", "done"),),
+        )
 
-    c = Chart("c", context=Ctx, budget=Budget(max_steps=5),
-              states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE))
+    c = Chart(
+        "c",
+        context=Ctx,
+        budget=Budget(max_steps=5),
+        states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+    )
     with pytest.raises(UndeclaredFieldError, match="types context field 'ticket_id'"):
         _ = compiled(c)
 
@@ -255,5 +320,9 @@ def test_context_fields_may_not_have_aliases() -> None:
         n: int = Field(default=0, alias="N")
 
     with pytest.raises(UndeclaredFieldError, match="has alias 'N'"):
-        Chart("c", context=Aliased, states=(State("s", writes=("n",)), DONE),
-              edges=(Edge("s", "done"),))
+        Chart(
+            "c",
+            context=Aliased,
+            states=(State("s", writes=("n",)), DONE),
+            edges=(Edge("s", "done"),),
+        )

@@ -55,14 +55,19 @@ def test_jsonl_round_trip_and_both_line_shapes(tmp_path: Path) -> None:
     assert found == [Trace("line-1", (Call("a", "x"), Call("b", "ok"))), Trace("line-3", ())]
 
 
-@pytest.mark.parametrize(("line", "says"), [
-    ("{not json", "t.jsonl:2: not JSON"),
-    ('"text"', "must be a JSON list of steps"),
-    ('[{"outcome": "hit"}]', "step 0 needs a non-empty string 'tool'"),
-    ('[{"tool": "a"}, {"tool": "b", "outcome": 3}]', "step 1 (b) has outcome 3"),
-])
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("{not json", "t.jsonl:2: not JSON"),
+        ('"text"', "must be a JSON list of steps"),
+        ('[{"outcome": "hit"}]', "step 0 needs a non-empty string 'tool'"),
+        ('[{"tool": "a"}, {"tool": "b", "outcome": 3}]', "step 1 (b) has outcome 3"),
+    ],
+)
 def test_malformed_trace_lines_name_the_line_and_the_step(
-    tmp_path: Path, line: str, says: str,
+    tmp_path: Path,
+    line: str,
+    says: str,
 ) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('[{"tool": "a"}]\n' + line + "\n")
@@ -102,8 +107,9 @@ def naive_counts(runs: list[list[str]]) -> dict[str, Counter[str]]:
     return counts
 
 
-runs_strategy = st.lists(st.lists(st.sampled_from(["a:x", "a:y", "b:x", "c:z"]), max_size=12),
-                         max_size=30)
+runs_strategy = st.lists(
+    st.lists(st.sampled_from(["a:x", "a:y", "b:x", "c:z"]), max_size=12), max_size=30
+)
 
 
 @given(runs_strategy)
@@ -122,8 +128,7 @@ def test_counts_equal_the_seed_recipe_and_flow_is_conserved(runs: list[list[str]
 
 @given(runs_strategy, st.integers(1, 4))
 @settings(max_examples=60, deadline=None)
-def test_rare_edges_and_repeats_follow_their_definitions(runs: list[list[str]], limit: int
-                                                         ) -> None:
+def test_rare_edges_and_repeats_follow_their_definitions(runs: list[list[str]], limit: int) -> None:
     traces = [Trace(f"r{i}", tuple(Call(*x.split(":")) for x in r)) for i, r in enumerate(runs)]
     m = mine(traces, threshold=0.2, repeat_limit=limit)
     for e in m.edges():
@@ -161,21 +166,32 @@ def test_proposal_forbids_the_rare_edges_and_replays_every_common_trace(seed: in
 def test_proposal_passes_statechart_check(tmp_path: Path) -> None:
     traces = tmp_path / "traces.jsonl"
     write_jsonl(synthetic_traces(seed=5).traces, traces)
-    run = subprocess.run([sys.executable, "-m", "statechart.cli", "mine", str(traces),
-                          "--propose", "draft.py"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", "mine", str(traces), "--propose", "draft.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr
     assert "3 rare moves left out" in run.stdout
-    check = subprocess.run([sys.executable, "-m", "statechart.cli", "check", "draft.py:chart"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                           env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    check = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", "check", "draft.py:chart"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
     assert check.returncode == 0, check.stderr
     assert check.stdout.startswith("ok: mined version")
 
 
 def test_proposal_with_several_starts_gets_a_router_and_odd_tool_names() -> None:
-    traces = [Trace(f"r{i}", (Call("web-search" if i % 2 else "class"), Call("send")))
-              for i in range(40)]
+    traces = [
+        Trace(f"r{i}", (Call("web-search" if i % 2 else "class"), Call("send"))) for i in range(40)
+    ]
     draft = propose(traces)
     assert draft.initial == "start"
     chart = load_source(draft.source)
@@ -186,10 +202,19 @@ def test_proposal_with_several_starts_gets_a_router_and_odd_tool_names() -> None
 # -- drift -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("x", "df", "p"), [
-    (3.841459, 1, 0.05), (6.634897, 1, 0.01), (5.991465, 2, 0.05), (7.814728, 3, 0.05),
-    (11.0705, 5, 0.05), (18.30704, 10, 0.05), (37.56623, 20, 0.01), (0.0, 4, 1.0),
-])
+@pytest.mark.parametrize(
+    ("x", "df", "p"),
+    [
+        (3.841459, 1, 0.05),
+        (6.634897, 1, 0.01),
+        (5.991465, 2, 0.05),
+        (7.814728, 3, 0.05),
+        (11.0705, 5, 0.05),
+        (18.30704, 10, 0.05),
+        (37.56623, 20, 0.01),
+        (0.0, 4, 1.0),
+    ],
+)
 def test_chi_square_tail_matches_the_tables(x: float, df: int, p: float) -> None:
     assert math.isclose(chi2_sf(x, df), p, rel_tol=1e-4, abs_tol=1e-9)
 
@@ -208,8 +233,7 @@ def test_drift_flags_the_one_edge_that_changed_and_nothing_else(seed: int) -> No
     after = synthetic_traces(seed=200 + seed, redraft=0.2).traces
     same = synthetic_traces(seed=300 + seed).traces
     changed = drift(before, after)
-    assert [(e.source, e.target) for e in changed.flagged] == [
-        ("draft_reply:ok", "draft_reply:ok")]
+    assert [(e.source, e.target) for e in changed.flagged] == [("draft_reply:ok", "draft_reply:ok")]
     assert changed.flagged[0].rate_after > changed.flagged[0].rate_before
     assert drift(before, same).flagged == []
 
@@ -219,16 +243,25 @@ def test_drift_lists_edges_that_appeared_or_vanished() -> None:
     after = [Trace(f"a{i}", (Call("a"), Call("c"))) for i in range(50)]
     d = drift(before, after, by="tool")
     assert ("a", "c", 50) in d.appeared and ("a", "b", 50) in d.vanished
-    assert {(e.source, e.target) for e in d.flagged} == {("a", "b"), ("a", "c"), ("b", END),
-                                                        ("c", END)}
+    assert {(e.source, e.target) for e in d.flagged} == {
+        ("a", "b"),
+        ("a", "c"),
+        ("b", END),
+        ("c", END),
+    }
 
 
 def test_drift_cli_on_two_files(tmp_path: Path) -> None:
     write_jsonl(synthetic_traces(seed=1).traces, tmp_path / "before.jsonl")
     write_jsonl(synthetic_traces(seed=2, redraft=0.25).traces, tmp_path / "after.jsonl")
-    run = subprocess.run([sys.executable, "-m", "statechart.cli", "drift", "before.jsonl",
-                          "after.jsonl"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", "drift", "before.jsonl", "after.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr
     section = run.stdout.split("## Edges whose frequency changed")[1].split("##")[0]
     rows = [x for x in section.splitlines() if x.startswith("| ")]
@@ -239,9 +272,14 @@ def test_drift_cli_on_two_files(tmp_path: Path) -> None:
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "statechart.cli", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "statechart.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
 
 
 def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> None:
@@ -254,8 +292,16 @@ def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> Non
     assert drawn.startswith("flowchart LR")
     assert 'n0_draft_reply_ok -.->|"9 (1%)"| n8_send_reply_sent' in drawn
     assert 'n5_policy_check_pass -->|"1191 (100%)"| n8_send_reply_sent' in drawn
-    assert cli(tmp_path, "run", str(ROOT / "agents/support_triage.py:chart"), "--input",
-               '{"ticket_id": "T-1001"}').returncode == 0
+    assert (
+        cli(
+            tmp_path,
+            "run",
+            str(ROOT / "agents/support_triage.py:chart"),
+            "--input",
+            '{"ticket_id": "T-1001"}',
+        ).returncode
+        == 0
+    )
     stored = cli(tmp_path, "mine", "--db", "statechart.db", "--by", "tool")
     assert stored.returncode == 0, stored.stderr
     flat = " ".join(stored.stdout.split())
@@ -265,16 +311,19 @@ def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> Non
     assert "## Visits per run to each chart state" in flat and "| research | 1:1 |" in flat
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    ((), "give exactly one source"),
-    (("t.jsonl", "--db", "x.db"), "give exactly one source"),
-    (("missing.jsonl",), "no trace file at missing.jsonl"),
-    (("--db", "missing.db"), "no store at missing.db"),
-    (("--db", "t.jsonl"), "t.jsonl is not a SQLite store"),
-    (("t.jsonl", "--shadow"), "--shadow reads shadow runs from a store"),
-    (("empty.jsonl",), "holds no runs to mine"),
-    (("t.jsonl", "--threshold", "2"), "threshold=2.0"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "give exactly one source"),
+        (("t.jsonl", "--db", "x.db"), "give exactly one source"),
+        (("missing.jsonl",), "no trace file at missing.jsonl"),
+        (("--db", "missing.db"), "no store at missing.db"),
+        (("--db", "t.jsonl"), "t.jsonl is not a SQLite store"),
+        (("t.jsonl", "--shadow"), "--shadow reads shadow runs from a store"),
+        (("empty.jsonl",), "holds no runs to mine"),
+        (("t.jsonl", "--threshold", "2"), "threshold=2.0"),
+    ],
+)
 def test_mine_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     (tmp_path / "t.jsonl").write_text('[{"tool": "a"}]\n')
     (tmp_path / "empty.jsonl").write_text("\n")

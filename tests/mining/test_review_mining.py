@@ -43,9 +43,15 @@ ONCE = loop_tool("x")
 
 def one_state(budget: sc.Budget, tool: sc.Tool = X) -> sc.Chart:
     """One model state offering `x` (repeatable unless `tool` says otherwise), then done."""
-    return sc.Chart("one", states=(
-        sc.State("work", tools=(tool,), max_iterations=10), sc.State("done", kind="terminal")),
-        edges=(sc.Edge("work", "done"),), budget=budget)
+    return sc.Chart(
+        "one",
+        states=(
+            sc.State("work", tools=(tool,), max_iterations=10),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("work", "done"),),
+        budget=budget,
+    )
 
 
 def driver_run(chart: sc.Chart, calls: int) -> sc.Run:
@@ -61,9 +67,14 @@ def shadowed(chart: sc.Chart, calls: int) -> list[tuple[str, str]]:
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "statechart.cli", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "statechart.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
 
 
 def check_draft(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
@@ -165,17 +176,26 @@ def test_shadow_follows_a_move_through_a_code_state() -> None:
     next tool and reports every such run as an 'illegal' edge. Moves that pass through
     code states (whose edges lead to the host) must not be refused as illegal."""
     draft, send = loop_tool("draft_reply"), loop_tool("send_reply")
-    chart = sc.Chart("triage", states=(
-        sc.State("draft", tools=(draft,)),
-        sc.State("review", kind="code", handler=review, writes=("review_passed",)),
-        sc.State("send", tools=(send,)), sc.State("done", kind="terminal")),
-        edges=(sc.Edge("draft", "review"), sc.Edge("review", "send"),
-               sc.Edge("send", "done")),
-        context=Ticket, budget=sc.Budget(max_steps=30))
-    model = sc.ScriptedModel([sc.reply(sc.call("draft_reply")),
-                              sc.reply(sc.call("next_state", target="review")),
-                              sc.reply(sc.call("send_reply")),
-                              sc.reply(sc.call("next_state", target="done"))])
+    chart = sc.Chart(
+        "triage",
+        states=(
+            sc.State("draft", tools=(draft,)),
+            sc.State("review", kind="code", handler=review, writes=("review_passed",)),
+            sc.State("send", tools=(send,)),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("draft", "review"), sc.Edge("review", "send"), sc.Edge("send", "done")),
+        context=Ticket,
+        budget=sc.Budget(max_steps=30),
+    )
+    model = sc.ScriptedModel(
+        [
+            sc.reply(sc.call("draft_reply")),
+            sc.reply(sc.call("next_state", target="review")),
+            sc.reply(sc.call("send_reply")),
+            sc.reply(sc.call("next_state", target="done")),
+        ]
+    )
     assert sc.run_sync(chart, store=sc.MemoryStore(), model=model).state == "done"
     judged = Shadow(chart).replay(Trace("t", (Call("draft_reply"), Call("send_reply"))))
     assert [r.kind for r in judged.refusals if r.kind == "illegal"] == []
@@ -245,6 +265,7 @@ def test_shadow_saves_runs_whose_arguments_are_not_json(tmp_path: Path) -> None:
     PydanticSerializationError, so the run (and every refusal in it) is lost. Arguments
     must be stored in a JSON form (e.g. through canonical_json, which already uses
     default=str for the fingerprint)."""
+
     class Query:
         def __repr__(self) -> str:
             return "Query('refund')"
@@ -326,14 +347,19 @@ def test_proposal_allows_runs_without_calls(tmp_path: Path, starts: list[str]) -
 @sc.tool(retry="safe")
 async def search_kb(query: str) -> dict[str, str]:
     """Search."""
-    return {"body": "x" * 9000 if query == "long" else "", "outcome": "hit" if "a" in query
-            or query == "long" else "empty"}
+    return {
+        "body": "x" * 9000 if query == "long" else "",
+        "outcome": "hit" if "a" in query or query == "long" else "empty",
+    }
 
 
 def search_chart() -> sc.Chart:
-    return sc.Chart("find", states=(
-        sc.State("look", tools=(search_kb,)), sc.State("done", kind="terminal")),
-        edges=(sc.Edge("look", "done"),), budget=sc.Budget(max_steps=40))
+    return sc.Chart(
+        "find",
+        states=(sc.State("look", tools=(search_kb,)), sc.State("done", kind="terminal")),
+        edges=(sc.Edge("look", "done"),),
+        budget=sc.Budget(max_steps=40),
+    )
 
 
 def test_store_outcome_survives_a_truncated_result() -> None:
@@ -341,10 +367,15 @@ def test_store_outcome_survives_a_truncated_result() -> None:
     output_cap (8000) and marked '[truncated: ...]'. canonical_json sorts keys, so a long
     'body' comes before 'outcome', the text is no longer JSON, and the call is mined as
     'ok' instead of 'hit'."""
+
     async def go() -> list[Trace]:
         store = sc.MemoryStore()
-        model = sc.ScriptedModel([sc.reply(sc.call("search_kb", query="long")),
-                                  sc.reply(sc.call("next_state", target="done"))])
+        model = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="long")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
         run = await sc.start(search_chart(), store=store, model=model)
         await sc.run_to_end(search_chart(), run, store=store, model=model)
         return await read_store(store)
@@ -361,16 +392,25 @@ def test_store_forked_run_keeps_the_calls_before_the_fork() -> None:
 
     async def go() -> dict[str, list[str]]:
         store = sc.MemoryStore()
-        model = sc.ScriptedModel([sc.reply(sc.call("search_kb", query="a")),
-                                  sc.reply(sc.call("search_kb", query="b")),
-                                  sc.reply(sc.call("next_state", target="done"))])
+        model = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="a")),
+                sc.reply(sc.call("search_kb", query="b")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
         run = await sc.start(chart, store=store, model=model)
         run = await sc.run_to_end(chart, run, store=store, model=model)
         first = next(e.seq for e in await store.events(run.run_id) if e.trigger == "results")
-        child = await fork(chart, run.run_id, first, store=store, now=run.created_at + 1,
-                           new_run_id="child")
-        again = sc.ScriptedModel([sc.reply(sc.call("search_kb", query="c")),
-                                  sc.reply(sc.call("next_state", target="done"))])
+        child = await fork(
+            chart, run.run_id, first, store=store, now=run.created_at + 1, new_run_id="child"
+        )
+        again = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="c")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
         await sc.run_to_end(chart, child, store=store, model=again)
         return {t.run_id: [c.label for c in t.calls] for t in await read_store(store)}
 
@@ -416,4 +456,3 @@ def test_mermaid_gives_distinct_labels_distinct_nodes() -> None:
     drawn = mined_mermaid(mine(traces))
     nodes = [line.split("[")[0].strip() for line in drawn.splitlines() if '["' in line]
     assert len(nodes) == len(set(nodes)) == 3
-

@@ -29,16 +29,20 @@ from tests.support.helpers import loop_tool
 SEARCH, DRAFT = loop_tool("search"), loop_tool("draft")
 
 
-def two_states(guard: sc.Guard | None = None, context: type[BaseModel] | None = None
-               ) -> sc.Chart:
+def two_states(guard: sc.Guard | None = None, context: type[BaseModel] | None = None) -> sc.Chart:
     """look (search) -> write (draft) -> done, the first edge optionally guarded."""
     extra: dict[str, Any] = {"context": context} if context is not None else {}
-    return sc.Chart("two", states=(
-        sc.State("look", tools=(SEARCH,), max_iterations=6),
-        sc.State("write", tools=(DRAFT,), max_iterations=6),
-        sc.State("done", kind="terminal")),
+    return sc.Chart(
+        "two",
+        states=(
+            sc.State("look", tools=(SEARCH,), max_iterations=6),
+            sc.State("write", tools=(DRAFT,), max_iterations=6),
+            sc.State("done", kind="terminal"),
+        ),
         edges=(sc.Edge("look", "write", guard=guard), sc.Edge("write", "done")),
-        budget=sc.Budget(max_steps=60), **extra)
+        budget=sc.Budget(max_steps=60),
+        **extra,
+    )
 
 
 # -- shadow judgements that differ from the driver's -------------------------------------
@@ -83,12 +87,21 @@ def test_shadow_repeat_check_normalises_arguments_like_the_driver() -> None:
     {"query": "a"} and {"query": "a", "limit": 10} are one call and the second is refused
     as a repeat. The shadow fingerprints the raw arguments and lets it through. When the
     chart's tool can parse the arguments, the shadow must fingerprint the parsed form."""
-    chart = sc.Chart("one", states=(
-        sc.State("look", tools=(search_with_default,), max_iterations=6),
-        sc.State("done", kind="terminal")),
-        edges=(sc.Edge("look", "done"),), budget=sc.Budget(max_steps=60))
-    model = sc.ScriptedModel([sc.reply(sc.call("search_with_default", query="a")),
-                              sc.reply(sc.call("search_with_default", query="a", limit=10))])
+    chart = sc.Chart(
+        "one",
+        states=(
+            sc.State("look", tools=(search_with_default,), max_iterations=6),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("look", "done"),),
+        budget=sc.Budget(max_steps=60),
+    )
+    model = sc.ScriptedModel(
+        [
+            sc.reply(sc.call("search_with_default", query="a")),
+            sc.reply(sc.call("search_with_default", query="a", limit=10)),
+        ]
+    )
     store = sc.MemoryStore()
     run = sc.run_sync(chart, store=store, model=model)
     refused = [e.refused for e in anyio.run(store.events, run.run_id) if e.refused]
@@ -161,8 +174,7 @@ def test_shadow_observe_patch_is_stored_as_json_values() -> None:
     judged.save_sync(store)
 
     async def both() -> tuple[Run, Run]:
-        folded = replay(compiled(chart), await store.base("patched"),
-                        await store.events("patched"))
+        folded = replay(compiled(chart), await store.base("patched"), await store.events("patched"))
         return await store.load("patched"), folded
 
     loaded, folded = anyio.run(both)
@@ -193,8 +205,10 @@ def test_proposal_reaches_done_when_every_end_move_is_rare() -> None:
     then has no edge into 'done', and building it fails with UnreachableStateError
     ("state 'done' cannot be reached"), so `statechart check` rejects it. The draft must
     keep a way to 'done' (e.g. from the phase runs most often end in)."""
-    traces = [Trace(f"r{i}", tuple(Call(t) for t in ["a", "b", "c"] * 10 + ["a", "b"][: i % 3]))
-              for i in range(30)]
+    traces = [
+        Trace(f"r{i}", tuple(Call(t) for t in ["a", "b", "c"] * 10 + ["a", "b"][: i % 3]))
+        for i in range(30)
+    ]
     source = propose(traces, threshold=0.05).source
     module = types.ModuleType("draft")
     exec(compile(source, "draft.py", "exec"), module.__dict__)  # builds and validates the chart
@@ -220,9 +234,18 @@ def test_stamping_a_span_does_not_change_other_events_fields_set() -> None:
     from those names (past and future, in every run of the process) then reports 'span'
     as set: `model_fields_set` and `model_dump(exclude_unset=True)` are wrong. Stamping
     must give the event a set of its own."""
-    names = {"run_id": "r", "time": 0.0, "source": "review-a", "target": "review-b",
-             "trigger": "review-stamp", "actor": "code", "usage": Spent(),
-             "reason": "review", "exhausted": "review:steps", "by": "review"}
+    names = {
+        "run_id": "r",
+        "time": 0.0,
+        "source": "review-a",
+        "target": "review-b",
+        "trigger": "review-stamp",
+        "actor": "code",
+        "usage": Spent(),
+        "reason": "review",
+        "exhausted": "review:steps",
+        "by": "review",
+    }
     other = build(Event, {**names, "seq": 1})
     traced = build(Event, {**names, "seq": 2})
     _stamped(Step(run=None, event=traced), _Span())  # type: ignore[arg-type]
@@ -239,8 +262,14 @@ def test_memory_store_keeps_runs_as_a_database_would() -> None:
     memory and as a string (a list) from SQLite, so code tested on MemoryStore sees values
     SQLiteStore never returns. Snapshots must round-trip through JSON like the rest."""
     at = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-    run = Run(run_id="m", chart="c", chart_version="v", model="scripted", state="look.think",
-              context={"at": at, "ids": (1, 2)})
+    run = Run(
+        run_id="m",
+        chart="c",
+        chart_version="v",
+        model="scripted",
+        state="look.think",
+        context={"at": at, "ids": (1, 2)},
+    )
     store = sc.MemoryStore()
     anyio.run(store.create, run)
     loaded = anyio.run(store.load, "m")

@@ -36,8 +36,17 @@ class Ticket(BaseModel):
     review_passed: bool = False
 
 
-FETCH, SEARCH, LOOKUP, DRAFT, POLICY, SEND = (loop_tool(n) for n in (
-    "fetch_ticket", "search_kb", "lookup_account", "draft_reply", "policy_check", "send_reply"))
+FETCH, SEARCH, LOOKUP, DRAFT, POLICY, SEND = (
+    loop_tool(n)
+    for n in (
+        "fetch_ticket",
+        "search_kb",
+        "lookup_account",
+        "draft_reply",
+        "policy_check",
+        "send_reply",
+    )
+)
 
 
 def reviewed(facts: sc.Facts) -> str | None:
@@ -51,17 +60,22 @@ def triage_chart() -> sc.Chart:
         "triage",
         states=(
             sc.State("intake", tools=(FETCH,), max_iterations=2),
-            sc.State("research", tools=(SEARCH, LOOKUP), max_calls={"search_kb": 3},
-                     max_iterations=5),
+            sc.State(
+                "research", tools=(SEARCH, LOOKUP), max_calls={"search_kb": 3}, max_iterations=5
+            ),
             sc.State("draft", tools=(DRAFT,), max_visits=3, max_iterations=3),
             sc.State("review", tools=(POLICY,), max_visits=2, max_iterations=2),
             sc.State("send", tools=(SEND,), max_iterations=2),
             sc.State("done", kind="terminal"),
         ),
         edges=(
-            sc.Edge("intake", "research"), sc.Edge("research", "draft"),
-            sc.Edge("draft", "review"), sc.Edge("review", "draft"), sc.Edge("review", "send"),
-            sc.Edge("draft", "send", guard=reviewed), sc.Edge("send", "done"),
+            sc.Edge("intake", "research"),
+            sc.Edge("research", "draft"),
+            sc.Edge("draft", "review"),
+            sc.Edge("review", "draft"),
+            sc.Edge("review", "send"),
+            sc.Edge("draft", "send", guard=reviewed),
+            sc.Edge("send", "done"),
         ),
         context=Ticket,
         budget=sc.Budget(max_steps=80),
@@ -74,10 +88,12 @@ def observe(tool: str, arguments: Any, result: Any) -> dict[str, Any]:
 
 def world(trace: Trace) -> Callable[[str, Any], dict[str, Any]]:
     """The loop's real tools: each answers with the outcome the trace recorded."""
+
     def dispatch(tool: str, arguments: Any) -> dict[str, Any]:
         step = arguments["n"]
         assert trace.calls[step].tool == tool
         return {"outcome": trace.calls[step].outcome, "text": f"{tool} #{step} " + "x" * 40}
+
     return dispatch
 
 
@@ -106,7 +122,8 @@ def planted() -> Any:
 
 
 def test_shadow_flags_exactly_the_planted_runs_and_the_loop_is_unchanged(
-    tmp_path: Path, planted: Any,
+    tmp_path: Path,
+    planted: Any,
 ) -> None:
     chart = triage_chart()
     shadow = Shadow(chart, observe=observe)
@@ -130,7 +147,8 @@ def test_shadow_flags_exactly_the_planted_runs_and_the_loop_is_unchanged(
     assert {k for k, v in stored.items() if v} == planted.anomalous
     guard = [r for rs in stored.values() for r in rs if r.kind == "guard"]
     assert {(r.source, r.target, r.reason) for r in guard} == {
-        ("draft", "send", "edge draft->send refused: send requires a passed review")}
+        ("draft", "send", "edge draft->send refused: send requires a passed review")
+    }
 
     async def check_log() -> None:  # the stored snapshot is the fold of the shadow events
         cc = compiled(chart)
@@ -147,7 +165,8 @@ def test_shadow_flags_exactly_the_planted_runs_and_the_loop_is_unchanged(
 
 
 def test_mine_shadow_reports_refusals_per_edge_and_per_guard(
-    tmp_path: Path, planted: Any,
+    tmp_path: Path,
+    planted: Any,
 ) -> None:
     store = sc.SQLiteStore(tmp_path / "s.db")
     shadow = Shadow(triage_chart(), observe=observe)
@@ -157,9 +176,14 @@ def test_mine_shadow_reports_refusals_per_edge_and_per_guard(
         judged.finish()
         judged.save_sync(store)
     store.close()
-    run = subprocess.run([sys.executable, "-m", "statechart.cli", "mine", "--db", "s.db",
-                          "--shadow"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", "mine", "--db", "s.db", "--shadow"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert out.startswith(f"300 shadow runs, {len(planted.anomalous)} with refusals")
@@ -170,9 +194,13 @@ def test_mine_shadow_reports_refusals_per_edge_and_per_guard(
     budget = [r for r in edges if r[1] == "(call search_kb)"]
     assert budget and all(r[2] == "budget" and r[4] == "4" for r in budget)
     assert {tuple(r[:3]) for r in edges} == {  # the long streaks also pass max_iterations
-        ("draft", "send", "guard"), ("intake", "draft", "illegal"),
-        ("draft", "intake", "illegal"), ("research", "(call search_kb)", "budget"),
-        ("research", "(call lookup_account)", "budget"), ("research", "draft", "budget")}
+        ("draft", "send", "guard"),
+        ("intake", "draft", "illegal"),
+        ("draft", "intake", "illegal"),
+        ("research", "(call search_kb)", "budget"),
+        ("research", "(call lookup_account)", "budget"),
+        ("research", "draft", "budget"),
+    }
     guards = out.split("## Refusals per guard")[1].split("##")[0]
     assert "send requires a passed review" in guards
     for run_id in planted.anomalous:
@@ -197,15 +225,20 @@ def test_async_loop_error_results_and_unknown_tools(tmp_path: Path) -> None:
 
     async def go() -> None:
         store = sc.SQLiteStore(tmp_path / "a.db")
-        result, judged = await run_shadowed(chart, store, loop, dispatch, run_id="r1",
-                                            observe=observe)
+        result, judged = await run_shadowed(
+            chart, store, loop, dispatch, run_id="r1", observe=observe
+        )
         assert result == [{"outcome": "ok"}] * 4  # what the loop got, untouched
         kinds = [(r.kind, r.tool) for r in judged.refusals]
         assert kinds == [("tool", "translate"), ("repeat", "search_kb"), ("illegal", "")]
         traces = await read_store(store)
         assert [c.label for c in traces[0].calls] == [
-            "fetch_ticket:ok", "search_kb:ok", "lookup_account:error", "translate:ok",
-            "search_kb:ok"]
+            "fetch_ticket:ok",
+            "search_kb:ok",
+            "lookup_account:error",
+            "translate:ok",
+            "search_kb:ok",
+        ]
         stored = await shadow_refusals(store)
         assert [(r.kind, r.tool) for r in stored["r1"]] == kinds
         store.close()
@@ -219,12 +252,17 @@ def test_store_runs_are_mined_from_their_events(tmp_path: Path) -> None:
         """Search."""
         return {"outcome": "hit" if "a" in query else "empty"}
 
-    chart = sc.Chart("find", states=(
-        sc.State("look", tools=(search_kb,)), sc.State("done", kind="terminal")),
-        edges=(sc.Edge("look", "done"),), budget=sc.Budget(max_steps=20))
-    script = [sc.reply(sc.call("search_kb", query="abc")),
-              sc.reply(sc.call("search_kb", query="xyz")),
-              sc.reply(sc.call("next_state", target="done"))]
+    chart = sc.Chart(
+        "find",
+        states=(sc.State("look", tools=(search_kb,)), sc.State("done", kind="terminal")),
+        edges=(sc.Edge("look", "done"),),
+        budget=sc.Budget(max_steps=20),
+    )
+    script = [
+        sc.reply(sc.call("search_kb", query="abc")),
+        sc.reply(sc.call("search_kb", query="xyz")),
+        sc.reply(sc.call("next_state", target="done")),
+    ]
 
     async def go() -> list[Trace]:
         store = sc.SQLiteStore(tmp_path / "r.db")
@@ -238,38 +276,54 @@ def test_store_runs_are_mined_from_their_events(tmp_path: Path) -> None:
     (trace,) = anyio.run(go)
     assert trace.calls == (Call("search_kb", "hit", "look"), Call("search_kb", "empty", "look"))
     assert state_visits([trace, trace]) == {"done": {1: 2}, "look": {1: 2}}
-    assert mine([trace]).counts == {"START": {"search_kb:hit": 1},
-                                    "search_kb:hit": {"search_kb:empty": 1},
-                                    "search_kb:empty": {"END": 1}}
+    assert mine([trace]).counts == {
+        "START": {"search_kb:hit": 1},
+        "search_kb:hit": {"search_kb:empty": 1},
+        "search_kb:empty": {"END": 1},
+    }
 
 
 def nested_chart() -> sc.Chart:
     def research() -> sc.Chart:
-        return sc.Chart("research", states=(
-            sc.State("look", tools=(SEARCH,), max_iterations=4),
-            sc.State("check", tools=(LOOKUP,)),
-            sc.State("found", kind="terminal")),
-            edges=(sc.Edge("look", "check"), sc.Edge("check", "found")))
+        return sc.Chart(
+            "research",
+            states=(
+                sc.State("look", tools=(SEARCH,), max_iterations=4),
+                sc.State("check", tools=(LOOKUP,)),
+                sc.State("found", kind="terminal"),
+            ),
+            edges=(sc.Edge("look", "check"), sc.Edge("check", "found")),
+        )
 
-    return sc.Chart("nested", states=(
-        sc.State("intake", tools=(FETCH,)),
-        sc.State("research", kind="chart", chart=research, exits={"found": "draft"}),
-        sc.State("draft", tools=(DRAFT,)),
-        sc.State("done", kind="terminal")),
+    return sc.Chart(
+        "nested",
+        states=(
+            sc.State("intake", tools=(FETCH,)),
+            sc.State("research", kind="chart", chart=research, exits={"found": "draft"}),
+            sc.State("draft", tools=(DRAFT,)),
+            sc.State("done", kind="terminal"),
+        ),
         edges=(sc.Edge("intake", "research"), sc.Edge("draft", "done")),
-        budget=sc.Budget(max_steps=60))
+        budget=sc.Budget(max_steps=60),
+    )
 
 
-@pytest.mark.parametrize(("tools", "refused"), [
-    (["fetch_ticket", "search_kb", "search_kb", "lookup_account", "draft_reply"], []),
-    (["fetch_ticket", "lookup_account", "draft_reply"], [("illegal", "lookup_account")]),
-    (["fetch_ticket", "draft_reply"], [("illegal", "draft_reply")]),
-    (["fetch_ticket", "search_kb", "lookup_account"], [("illegal", "")]),
-    (["fetch_ticket", "search_kb", "lookup_account", "draft_reply", "search_kb"],
-     [("illegal", "search_kb"), ("illegal", "")]),
-])
+@pytest.mark.parametrize(
+    ("tools", "refused"),
+    [
+        (["fetch_ticket", "search_kb", "search_kb", "lookup_account", "draft_reply"], []),
+        (["fetch_ticket", "lookup_account", "draft_reply"], [("illegal", "lookup_account")]),
+        (["fetch_ticket", "draft_reply"], [("illegal", "draft_reply")]),
+        (["fetch_ticket", "search_kb", "lookup_account"], [("illegal", "")]),
+        (
+            ["fetch_ticket", "search_kb", "lookup_account", "draft_reply", "search_kb"],
+            [("illegal", "search_kb"), ("illegal", "")],
+        ),
+    ],
+)
 def test_shadow_enters_and_leaves_sub_charts_as_the_driver_would(
-    tools: list[str], refused: list[tuple[str, str]],
+    tools: list[str],
+    refused: list[tuple[str, str]],
 ) -> None:
     judged = Shadow(nested_chart()).replay(Trace("t", tuple(Call(t) for t in tools)))
     assert [(r.kind, r.tool) for r in judged.refusals] == refused

@@ -28,20 +28,35 @@ def provider() -> Iterator[Provider]:
         yield found
 
 
-def message(*calls: tuple[str, str, Any], text: str = "",
-            tokens: tuple[int, int] = (100, 20)) -> dict[str, Any]:
+def message(
+    *calls: tuple[str, str, Any], text: str = "", tokens: tuple[int, int] = (100, 20)
+) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "tool_use", "id": cid, "name": name, "input": args}
-                for cid, name, args in calls]
-    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "tiny-2",
-            "content": content, "stop_reason": "tool_use", "stop_sequence": None,
-            "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]}}
+    content += [
+        {"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls
+    ]
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "tiny-2",
+        "content": content,
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+    }
 
 
 async def drive(provider: Provider, retries: int = 0) -> Any:
     c, store = chart(), MemoryStore()
-    m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=retries,
-                       timeout=10, prices={"tiny-2": Price(1_000_000, 2_000_000)})
+    m = AnthropicModel(
+        "tiny-2",
+        base_url=provider.url,
+        api_key="test",
+        max_retries=retries,
+        timeout=10,
+        prices={"tiny-2": Price(1_000_000, 2_000_000)},
+    )
     run = await start(c, store=store, model=m, context={"question": "refunds?"})
     end = await run_to_end(c, run, store=store, model=m)
     return end, await store.events(end.run_id)
@@ -60,31 +75,40 @@ async def test_a_full_run_sends_the_states_tools_and_records_usage(provider: Pro
     offered = {t["name"]: t for t in first["tools"]}
     assert set(offered) == {"search_kb", "next_state"}
     assert offered["search_kb"]["input_schema"]["required"] == ["query"]
-    assert second["messages"][1] == {"role": "assistant", "content": [
-        {"type": "text", "text": "Looking."},
-        {"type": "tool_use", "id": "t1", "name": "search_kb", "input": {"query": "refunds"}}]}
-    assert second["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "KB-12 answers refunds"}]}
+    assert second["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "t1", "name": "search_kb", "input": {"query": "refunds"}},
+        ],
+    }
+    assert second["messages"][2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "KB-12 answers refunds"}
+        ],
+    }
     assert end.ledger[""].input_tokens == 200 and end.ledger[""].cost_micros == 280
 
 
 async def test_a_429_is_retried_by_the_sdk_then_succeeds(provider: Provider) -> None:
-    provider.answer({"type": "error", "error": {"type": "rate_limit_error",
-                                                "message": "slow down"}}, status=429)
+    provider.answer(
+        {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, status=429
+    )
     provider.answer(message(("t1", "next_state", {"target": "done"})))
     end, _ = await drive(provider, retries=2)
     assert end.state == "done" and len(provider.requests) == 2
 
 
 async def test_a_500_escalates_with_the_reason(provider: Provider) -> None:
-    provider.answer({"type": "error", "error": {"type": "api_error", "message": "down"}},
-                    status=500)
+    provider.answer(
+        {"type": "error", "error": {"type": "api_error", "message": "down"}}, status=500
+    )
     end, events = await drive(provider)
     assert end.state == "escalated" and "InternalServerError" in (events[-1].error or "")
 
 
-async def test_arguments_that_are_not_an_object_go_back_to_the_model(
-        provider: Provider) -> None:
+async def test_arguments_that_are_not_an_object_go_back_to_the_model(provider: Provider) -> None:
     provider.answer(message(("t1", "search_kb", "refunds")))
     provider.answer(message(("t2", "next_state", {"target": "done"})))
     end, events = await drive(provider)

@@ -41,29 +41,67 @@ def search_kb(query: str) -> str:
 
 
 def chart() -> Chart:
-    return Chart("qa", context=Ctx, budget=Budget(max_steps=20), states=(
-        State("research", tools=(search_kb,), reads=("question",), writes=("answer",),
-              instructions="Answer from the knowledge base."),
-        State("done", kind="terminal")), edges=(Edge("research", "done"),))
+    return Chart(
+        "qa",
+        context=Ctx,
+        budget=Budget(max_steps=20),
+        states=(
+            State(
+                "research",
+                tools=(search_kb,),
+                reads=("question",),
+                writes=("answer",),
+                instructions="Answer from the knowledge base.",
+            ),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("research", "done"),),
+    )
 
 
-def completion(*calls: tuple[str, str, str], content: str | None = None,
-               tokens: tuple[int, int] = (100, 20)) -> dict[str, Any]:
+def completion(
+    *calls: tuple[str, str, str], content: str | None = None, tokens: tuple[int, int] = (100, 20)
+) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "tiny-1",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-            "role": "assistant", "content": content, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-                for cid, name, args in calls]}}],
-        "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-                  "total_tokens": sum(tokens)},
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "tiny-1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": name, "arguments": args},
+                        }
+                        for cid, name, args in calls
+                    ],
+                },
+            }
+        ],
+        "usage": {
+            "prompt_tokens": tokens[0],
+            "completion_tokens": tokens[1],
+            "total_tokens": sum(tokens),
+        },
     }
 
 
 def model(provider: Provider, retries: int = 0) -> OpenAIModel:
-    return OpenAIModel("tiny-1", base_url=f"{provider.url}/v1", api_key="test",
-                       max_retries=retries, timeout=10,
-                       prices={"tiny-1": Price(1_000_000, 2_000_000)})
+    return OpenAIModel(
+        "tiny-1",
+        base_url=f"{provider.url}/v1",
+        api_key="test",
+        max_retries=retries,
+        timeout=10,
+        prices={"tiny-1": Price(1_000_000, 2_000_000)},
+    )
 
 
 async def drive(provider: Provider, retries: int = 0) -> Any:
@@ -76,8 +114,7 @@ async def drive(provider: Provider, retries: int = 0) -> Any:
 
 async def test_a_full_run_sends_the_states_tools_and_records_usage(provider: Provider) -> None:
     provider.answer(completion(("c1", "search_kb", '{"query": "refunds"}')))
-    provider.answer(completion(("c2", "next_state",
-                                '{"target": "done", "answer": "5 days"}')))
+    provider.answer(completion(("c2", "next_state", '{"target": "done", "answer": "5 days"}')))
     end, events = await drive(provider)
     assert end.state == "done" and end.context["answer"] == "5 days"
     first, second = provider.bodies()
@@ -88,16 +125,23 @@ async def test_a_full_run_sends_the_states_tools_and_records_usage(provider: Pro
     assert set(offered) == {"search_kb", "next_state"}
     assert offered["search_kb"]["parameters"]["required"] == ["query"]
     assert offered["next_state"]["parameters"]["properties"]["target"]["enum"] == [
-        "done", "escalated"]
-    assert first["messages"][0] == {"role": "system",
-                                    "content": "Answer from the knowledge base."}
+        "done",
+        "escalated",
+    ]
+    assert first["messages"][0] == {"role": "system", "content": "Answer from the knowledge base."}
     assert json.loads(first["messages"][1]["content"].removeprefix("Context: ")) == {
-        "question": "refunds?"}
+        "question": "refunds?"
+    }
     # the second request carries the first call and its result, in the provider's format
     assert second["messages"][2]["tool_calls"][0]["function"] == {
-        "name": "search_kb", "arguments": '{"query": "refunds"}'}
-    assert second["messages"][3] == {"role": "tool", "tool_call_id": "c1",
-                                     "content": "KB-12 answers refunds"}
+        "name": "search_kb",
+        "arguments": '{"query": "refunds"}',
+    }
+    assert second["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "KB-12 answers refunds",
+    }
     assert end.ledger[""].input_tokens == 200 and end.ledger[""].output_tokens == 40
     assert end.ledger[""].cost_micros == 2 * (100 + 2 * 20)  # 1 and 2 $ per M tokens
     assert events[0].usage.model_calls == 1
@@ -130,8 +174,9 @@ async def test_malformed_arguments_go_back_to_the_model(provider: Provider) -> N
 
 
 async def test_a_reply_with_no_choices_escalates(provider: Provider) -> None:
-    provider.answer({"id": "x", "object": "chat.completion", "created": 0, "model": "tiny-1",
-                     "choices": []})
+    provider.answer(
+        {"id": "x", "object": "chat.completion", "created": 0, "model": "tiny-1", "choices": []}
+    )
     end, events = await drive(provider)
     assert end.state == "escalated" and "no choices" in events[-1].reason
 
@@ -146,7 +191,8 @@ def test_the_spec_builds_the_adapter_from_the_registry(monkeypatch: pytest.Monke
 
 
 async def test_each_state_offers_exactly_its_own_tools(
-        provider: Provider, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider: Provider, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The refund desk through the adapter: classify offers only next_state, gather its
     lookup, resolve its refund; the approval wait and verify happen in between."""
     from pathlib import Path
@@ -173,13 +219,21 @@ async def test_each_state_offers_exactly_its_own_tools(
     await approve(desk_chart, run.run_id, store=store, by="cfo")
     end = await run_to_end(desk_chart, run.run_id, store=store, model=m)
     assert end.state == "done"
-    offered = [sorted(t["function"]["name"] for t in body["tools"])
-               for body in provider.bodies()]
-    assert offered == [["next_state"], ["lookup_order", "next_state"],
-                       ["lookup_order", "next_state"], ["issue_refund", "next_state"],
-                       ["issue_refund", "next_state"]]
-    targets = [next(t["function"]["parameters"]["properties"]["target"]["enum"]
-                    for t in body["tools"] if t["function"]["name"] == "next_state")
-               for body in provider.bodies()]
+    offered = [sorted(t["function"]["name"] for t in body["tools"]) for body in provider.bodies()]
+    assert offered == [
+        ["next_state"],
+        ["lookup_order", "next_state"],
+        ["lookup_order", "next_state"],
+        ["issue_refund", "next_state"],
+        ["issue_refund", "next_state"],
+    ]
+    targets = [
+        next(
+            t["function"]["parameters"]["properties"]["target"]["enum"]
+            for t in body["tools"]
+            if t["function"]["name"] == "next_state"
+        )
+        for body in provider.bodies()
+    ]
     assert targets[0] == ["gather", "resolve", "needs_human", "escalated"]
     assert targets[-1] == ["verify", "failed", "escalated"]

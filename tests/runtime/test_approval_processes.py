@@ -20,8 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def proc(tmp_path: Path, *args: str) -> dict[str, Any]:
     env = {**os.environ, "SENT_FILE": str(tmp_path / "sent.txt")}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.support.approval_proc", args[0], str(tmp_path / "runs.db"),
-         *args[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "tests.support.approval_proc",
+            args[0],
+            str(tmp_path / "runs.db"),
+            *args[1:],
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -78,9 +90,20 @@ def test_deciding_twice_is_a_clear_error(tmp_path: Path, command: str) -> None:
     proc(tmp_path, command, "" if command == "approve" else "no")
     env = {**os.environ, "SENT_FILE": str(tmp_path / "sent.txt")}
     again = subprocess.run(
-        [sys.executable, "-m", "tests.support.approval_proc", command, str(tmp_path / "runs.db"),
-         ""],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "tests.support.approval_proc",
+            command,
+            str(tmp_path / "runs.db"),
+            "",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode != 0
     assert "NotWaitingError: run r1 is running in 'send." in again.stderr
     assert "not waiting for approval; nothing to approve or reject" in again.stderr

@@ -38,12 +38,22 @@ def _rows(store: Path, run_id: str) -> tuple[list[int], tuple[Any, ...], list[st
     """The run's event seqs, its runs row and its event reasons, read straight from SQLite."""
     db = sqlite3.connect(store, isolation_level=None)
     try:
-        seqs = [s for (s,) in db.execute("SELECT seq FROM events WHERE run_id=? ORDER BY seq",
-                                         (run_id,)).fetchall()]
-        (row,) = db.execute("SELECT status, state, seq, lease_holder, lease_expires FROM runs "
-                            "WHERE run_id=?", (run_id,)).fetchall()
-        reasons = [r or "" for (r,) in db.execute(
-            "SELECT reason FROM events WHERE run_id=? ORDER BY seq", (run_id,)).fetchall()]
+        seqs = [
+            s
+            for (s,) in db.execute(
+                "SELECT seq FROM events WHERE run_id=? ORDER BY seq", (run_id,)
+            ).fetchall()
+        ]
+        (row,) = db.execute(
+            "SELECT status, state, seq, lease_holder, lease_expires FROM runs WHERE run_id=?",
+            (run_id,),
+        ).fetchall()
+        reasons = [
+            r or ""
+            for (r,) in db.execute(
+                "SELECT reason FROM events WHERE run_id=? ORDER BY seq", (run_id,)
+            ).fetchall()
+        ]
         return seqs, row, reasons
     finally:
         db.close()
@@ -74,8 +84,9 @@ def test_two_processes_resuming_one_run_never_both_drive(zygote: Zygote, tmp_pat
     async def create() -> None:
         s = SQLiteStore(store)
         for run_id in run_ids:
-            await start(chart, store=s, model=refund_model(), run_id=run_id,
-                        context={"order_id": run_id})
+            await start(
+                chart, store=s, model=refund_model(), run_id=run_id, context={"order_id": run_id}
+            )
         s.close()
 
     anyio.run(create)
@@ -99,22 +110,37 @@ def test_two_processes_resuming_one_run_never_both_drive(zygote: Zygote, tmp_pat
     _replays("keyed", bank, store, run_ids)
 
 
-@pytest.mark.parametrize(("policy", "point", "settled", "end", "refunds"), [
-    ("keyed", "tool.returned:2", "it ran again under its recorded key", "done", 1),
-    ("reconcile", "tool.returned:2", "the reconcile hook reported that it had run", "done", 1),
-    ("reconcile", "intent.recorded:2", "it ran again", "done", 1),
-    ("never", "tool.returned:2", None, "done", 1),
-    ("never", "intent.recorded:2", None, "done", 1),
-    ("control", "tool.returned:2", "it ran again", "escalated", 2),
-])
+@pytest.mark.parametrize(
+    ("policy", "point", "settled", "end", "refunds"),
+    [
+        ("keyed", "tool.returned:2", "it ran again under its recorded key", "done", 1),
+        ("reconcile", "tool.returned:2", "the reconcile hook reported that it had run", "done", 1),
+        ("reconcile", "intent.recorded:2", "it ran again", "done", 1),
+        ("never", "tool.returned:2", None, "done", 1),
+        ("never", "intent.recorded:2", None, "done", 1),
+        ("control", "tool.returned:2", "it ran again", "escalated", 2),
+    ],
+)
 def test_a_killed_holder_keeps_the_run_until_its_lease_expires_then_is_taken_over(
-    zygote: Zygote, tmp_path: Path, policy: str, point: str, settled: str | None, end: str,
+    zygote: Zygote,
+    tmp_path: Path,
+    policy: str,
+    point: str,
+    settled: str | None,
+    end: str,
     refunds: int,
 ) -> None:
     store, bank = tmp_path / "store.db", Bank(tmp_path / "bank.db", dedupe=policy == "keyed")
     bank.create({"t-1": 100})
-    job = {"op": "drive", "policy": policy, "bank": bank.path, "store": str(store),
-           "run_id": "t-1", "order_id": "t-1", "ttl": TAKEOVER_TTL}
+    job = {
+        "op": "drive",
+        "policy": policy,
+        "bank": bank.path,
+        "store": str(store),
+        "run_id": "t-1",
+        "order_id": "t-1",
+        "ttl": TAKEOVER_TTL,
+    }
     (a,) = zygote.run([{**job, "failpoint": point}])
     assert a["signal"] == 9 and not a["killed_by_us"], a
     seqs, (status, state, _, holder, expires), _ = _rows(store, "t-1")

@@ -36,8 +36,13 @@ SETUP, PER_STEP = 0.012, 0.004
 """Seconds a child takes to start driving, then per transition (about 50 ms in all)."""
 POINTS = {"intent.recorded": 2, "tool.returned": 2, "store.append.uncommitted": 11}
 """Each fail-point and how often one clean drive reaches it."""
-WINDOWS = ("before intent", "intent, before effect", "effect, before completion",
-           "in transaction", "after completion")
+WINDOWS = (
+    "before intent",
+    "intent, before effect",
+    "effect, before completion",
+    "in transaction",
+    "after completion",
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +88,35 @@ class Campaign:
         self.db = sqlite3.connect(self.store, isolation_level=None)
 
     def job(self, run_id: str, **extra: Any) -> dict[str, Any]:
-        return {"op": "drive", "policy": self.policy, "bank": self.bank.path,
-                "store": self.store, "run_id": run_id, "order_id": run_id, "ttl": TTL, **extra}
+        return {
+            "op": "drive",
+            "policy": self.policy,
+            "bank": self.bank.path,
+            "store": self.store,
+            "run_id": run_id,
+            "order_id": run_id,
+            "ttl": TTL,
+            **extra,
+        }
 
     def seen(self, run_id: str) -> Seen:
-        rows = self.db.execute("SELECT status, state, seq FROM runs WHERE run_id=?",
-                               (run_id,)).fetchall()
+        rows = self.db.execute(
+            "SELECT status, state, seq FROM runs WHERE run_id=?", (run_id,)
+        ).fetchall()
         intents = self.db.execute(
-            "SELECT tool, completed_seq FROM intents WHERE run_id=? ORDER BY seq",
-            (run_id,)).fetchall()
+            "SELECT tool, completed_seq FROM intents WHERE run_id=? ORDER BY seq", (run_id,)
+        ).fetchall()
         refund = [done for tool, done in intents if tool == "issue_refund"]
         status, state, seq = rows[0] if rows else (None, "", 0)
-        return Seen(status, state, seq, bool(refund), bool(refund) and refund[-1] is not None,
-                    bool(intents) and intents[-1][1] is None,
-                    len(self.bank.refunds(run_id)))
+        return Seen(
+            status,
+            state,
+            seq,
+            bool(refund),
+            bool(refund) and refund[-1] is not None,
+            bool(intents) and intents[-1][1] is None,
+            len(self.bank.refunds(run_id)),
+        )
 
     def drive_to_end(self, run_id: str) -> None:
         """Kill, resume, approve as needed until the run ends; every kill is classified."""
@@ -177,15 +197,19 @@ def check(campaign: Campaign) -> dict[str, int]:
         "duplicates": sum(n - 1 for n in per_order.values() if n > 1),
         "refunded": sum(1 for r in campaign.runs if per_order[r] == 1),
         "deduped": campaign.bank.deduped(),
-        **{p: sum(f"settled an interrupted call (retry='{p}')" in r for r in reasons)
-           for p in ("safe", "keyed")},
+        **{
+            p: sum(f"settled an interrupted call (retry='{p}')" in r for r in reasons)
+            for p in ("safe", "keyed")
+        },
         "reconciled": sum("reconcile hook reported that it had run" in r for r in reasons),
         "asked": sum(r.startswith("ask: ") and "may have run" in r for r in reasons),
     }
 
 
 def test_sigkill_anywhere_never_refunds_twice_nor_loses_a_run(
-    zygote: Zygote, tmp_path: Path, record_property: Any,
+    zygote: Zygote,
+    tmp_path: Path,
+    record_property: Any,
 ) -> None:
     kills: dict[str, Counter[tuple[str, str]]] = {}
     for n, policy in enumerate(POLICIES):
@@ -214,14 +238,17 @@ def test_sigkill_anywhere_never_refunds_twice_nor_loses_a_run(
     assert total >= 300 * ITERATIONS, table
     for window, row in table.items():
         assert row["total"] >= 5, f"only {row['total']} kills landed {window}: {table}"
-    assert table["intent, before effect"]["random"] + table["effect, before completion"][
-        "random"] > 0, "random kills never hit the narrow windows"
+    assert (
+        table["intent, before effect"]["random"] + table["effect, before completion"]["random"] > 0
+    ), "random kills never hit the narrow windows"
 
 
 def _table(kills: dict[str, Counter[tuple[str, str]]]) -> dict[str, dict[str, int]]:
     """Kills per window, by policy and by mode; printed with `-s`."""
-    table = {w: {p: sum(n for (_, win), n in kills[p].items() if win == w) for p in kills}
-             for w in WINDOWS}
+    table = {
+        w: {p: sum(n for (_, win), n in kills[p].items() if win == w) for p in kills}
+        for w in WINDOWS
+    }
     for w, row in table.items():
         for mode in ("random", "failpoint"):
             row[mode] = sum(c[mode, w] for c in kills.values())
@@ -250,7 +277,8 @@ def test_control_without_protection_refunds_twice(zygote: Zygote, tmp_path: Path
 
 
 def test_a_driver_killed_after_an_approval_leaves_the_call_in_doubt_again(
-    zygote: Zygote, tmp_path: Path,
+    zygote: Zygote,
+    tmp_path: Path,
 ) -> None:
     """An approval clears the doubt of the driver killed before it, not of the one after it."""
     campaign = Campaign("never", tmp_path, zygote, random.Random(0))
@@ -267,8 +295,8 @@ def test_a_driver_killed_after_an_approval_leaves_the_call_in_doubt_again(
 
     assert drive("intent.recorded:2")["signal"] == 9  # intent recorded, nothing sent
     assert drive()["state"] == "resolve.approve"
-    assert operator() == "approved"                    # the bank shows nothing: send it
-    assert drive("tool.returned:1")["signal"] == 9     # sent, then killed before the result
+    assert operator() == "approved"  # the bank shows nothing: send it
+    assert drive("tool.returned:1")["signal"] == 9  # sent, then killed before the result
     assert campaign.seen(run_id).refunds == 1
     waiting = drive()
     assert waiting["state"] == "resolve.approve" and "may have run" in waiting["reason"]

@@ -82,9 +82,11 @@ async def test_code_state_errors_escalate_and_keep_the_context() -> None:
     async def nowhere(ctx: Ctx) -> str:
         return "mars"
 
-    for handler, why in ((boom, "raised ValueError: db gone"),
-                         (undeclared, "wrote score, which it does not declare"),
-                         (nowhere, "'review' has no edge to 'mars'")):
+    for handler, why in (
+        (boom, "raised ValueError: db gone"),
+        (undeclared, "wrote score, which it does not declare"),
+        (nowhere, "'review' has no edge to 'mars'"),
+    ):
         end, steps, _, _ = await run_script(chart(handler=handler), [], {"score": 4})
         assert end.state == "escalated" and why in steps[0].event.reason
         assert end.context == {"score": 4, "verdict": None}

@@ -46,9 +46,12 @@ async def lookup(order: str) -> str:
 
 
 def chart() -> Chart:
-    return Chart("desk", budget=Budget(max_steps=30), states=(
-        State("resolve", tools=(lookup, refund)), State("done", kind="terminal")),
-        edges=(Edge("resolve", "done"),))
+    return Chart(
+        "desk",
+        budget=Budget(max_steps=30),
+        states=(State("resolve", tools=(lookup, refund)), State("done", kind="terminal")),
+        edges=(Edge("resolve", "done"),),
+    )
 
 
 SCRIPT = [
@@ -71,9 +74,15 @@ async def test_a_fork_starts_from_the_rebuilt_state_and_keeps_its_lineage(store:
     at = steps[2].event.seq  # the refund is proposed, next to run: its intent is open
     child = await fork(c, end.run_id, at, store=store, new_run_id="child")
     assert child.seq == at and child.state == steps[2].run.state == "resolve.act"
-    assert child.model_copy(update={"run_id": end.run_id, "parent_run": None, "doubt": None,
-                                    "parent_seq": None, "created_at": 0.0}) == \
-        steps[2].run.model_copy(update={"created_at": 0.0})
+    assert child.model_copy(
+        update={
+            "run_id": end.run_id,
+            "parent_run": None,
+            "doubt": None,
+            "parent_seq": None,
+            "created_at": 0.0,
+        }
+    ) == steps[2].run.model_copy(update={"created_at": 0.0})
     # the parent ran the refund after the fork point: the fork's copy is in doubt and has
     # an intent row of its own, with the same key
     assert child.doubt == "r1"
@@ -139,17 +148,26 @@ async def test_fork_points_outside_the_log_are_refused(store: Store) -> None:
 async def test_a_fork_needs_the_chart_the_run_had(store: Store) -> None:
     c = chart()
     end, _, _, _ = await run_script(c, SCRIPT, store=store)
-    other = Chart("desk", budget=Budget(max_steps=31), states=(
-        State("resolve", tools=(lookup, refund)), State("done", kind="terminal")),
-        edges=(Edge("resolve", "done"),))
+    other = Chart(
+        "desk",
+        budget=Budget(max_steps=31),
+        states=(State("resolve", tools=(lookup, refund)), State("done", kind="terminal")),
+        edges=(Edge("resolve", "done"),),
+    )
     with pytest.raises(ChartChangedError, match="fork with the chart it had"):
         await fork(other, end.run_id, 2, store=store)
 
 
 def test_a_chart_change_is_described_line_by_line() -> None:
-    old, new = chart().describe(), Chart("desk", budget=Budget(max_steps=31), states=(
-        State("resolve", tools=(lookup,)), State("done", kind="terminal")),
-        edges=(Edge("resolve", "done"),)).describe()
+    old, new = (
+        chart().describe(),
+        Chart(
+            "desk",
+            budget=Budget(max_steps=31),
+            states=(State("resolve", tools=(lookup,)), State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+        ).describe(),
+    )
     change = describe_change(old, new)
     assert "- chart desk" in change and "+ chart desk" in change and "refund" in change
     assert describe_change(None, new).startswith("the old structure was not stored")

@@ -83,8 +83,9 @@ async def test_a_failing_reconcile_hook_hands_the_call_to_a_human(db: Path) -> N
     store = SQLiteStore(db)
     waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
     assert waiting.status == "waiting" and waiting.state == "resolve.approve"
-    assert "reconcile hook of tool 'refund' raised ConnectionError: bank unreachable" in \
-        waiting.reason
+    assert (
+        "reconcile hook of tool 'refund' raised ConnectionError: bank unreachable" in waiting.reason
+    )
     assert CALLS == []
     assert replay(compiled(c), await store.base("r1"), await store.events("r1")) == waiting
 
@@ -141,10 +142,17 @@ async def test_resume_continues_three_levels_deep_from_another_store(db: Path) -
     other = SQLiteStore(db)  # another process's connection
     await approve(c, "r1", store=other, by="lead")
     again = SQLiteStore(db)
-    end = await resume(c, "r1", store=again, model=ScriptedModel([
-        reply(call("next_state", target="done", notes="found")),
-        reply(call("next_state", target="done")),
-    ]))
+    end = await resume(
+        c,
+        "r1",
+        store=again,
+        model=ScriptedModel(
+            [
+                reply(call("next_state", target="done", notes="found")),
+                reply(call("next_state", target="done")),
+            ]
+        ),
+    )
     assert end.state == "done" and end.context["notes"] == "found"
     events = await again.events("r1", after=waiting.seq)
     assert events[0].trigger == "approved" and events[1].source == "explore.inner.probe.act"
@@ -163,10 +171,17 @@ def vip_only(f: Facts) -> str | None:
 
 
 def refresh_chart(on_resume: Any) -> Chart:
-    return Chart("gate", context=Ticket, budget=Budget(max_steps=20), states=(
-        State("triage", writes=("tier",)),
-        State("send", reads=("tier",), writes=("refreshed",), on_resume=on_resume),
-        DONE), edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")))
+    return Chart(
+        "gate",
+        context=Ticket,
+        budget=Budget(max_steps=20),
+        states=(
+            State("triage", writes=("tier",)),
+            State("send", reads=("tier",), writes=("refreshed",), on_resume=on_resume),
+            DONE,
+        ),
+        edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")),
+    )
 
 
 async def test_on_resume_refreshes_then_the_entering_guard_runs_again(db: Path) -> None:
@@ -182,8 +197,10 @@ async def test_on_resume_refreshes_then_the_entering_guard_runs_again(db: Path) 
     assert end.state == "escalated"
     last = (await store.events("r1"))[-1]
     assert last.actor == "system" and last.source == "send.think"
-    assert last.reason.startswith("on resume: the guard that let the run into 'send' now "
-                                  "refuses: edge triage->send refused: only vip tickets")
+    assert last.reason.startswith(
+        "on resume: the guard that let the run into 'send' now "
+        "refuses: edge triage->send refused: only vip tickets"
+    )
 
 
 async def test_on_resume_patch_is_an_event_and_replays(db: Path) -> None:
@@ -206,9 +223,12 @@ async def test_on_resume_patch_is_an_event_and_replays(db: Path) -> None:
 async def test_a_changed_chart_is_refused_naming_the_difference(db: Path) -> None:
     c = pay_chart(refund_tool("safe"))
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
-    changed = Chart("pay", budget=Budget(max_steps=20),
-                    states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
-                    edges=(Edge("resolve", "done"),))
+    changed = Chart(
+        "pay",
+        budget=Budget(max_steps=20),
+        states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
+        edges=(Edge("resolve", "done"),),
+    )
     store = SQLiteStore(db)
     before = await store.events("r1")
     with pytest.raises(ChartChangedError, match=r"state resolve model .*visits=2"):
@@ -219,16 +239,20 @@ async def test_a_changed_chart_is_refused_naming_the_difference(db: Path) -> Non
 async def test_a_migration_lets_a_changed_chart_resume(db: Path) -> None:
     c = pay_chart(refund_tool("safe"))
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
-    changed = Chart("pay", budget=Budget(max_steps=20),
-                    states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
-                    edges=(Edge("resolve", "done"),))
+    changed = Chart(
+        "pay",
+        budget=Budget(max_steps=20),
+        states=(State("resolve", tools=(refund_tool("safe"),), max_visits=2), DONE),
+        edges=(Edge("resolve", "done"),),
+    )
 
     def same_states(run: Run) -> Run:
         return run
 
     store = SQLiteStore(db)
-    end = await resume(changed, "r1", store=store, model=ScriptedModel([FINISH]),
-                       migrate=same_states)
+    end = await resume(
+        changed, "r1", store=store, model=ScriptedModel([FINISH]), migrate=same_states
+    )
     assert end.state == "done" and end.chart_version == changed.version
     migrated = next(e for e in await store.events("r1") if e.trigger == "migrate")
     assert "migrated by same_states" in migrated.reason
@@ -240,12 +264,17 @@ async def test_a_migration_lets_a_changed_chart_resume(db: Path) -> None:
 async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:
     c = pay_chart(refund_tool("safe"))
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
-    changed = Chart("pay", budget=Budget(max_steps=20), states=(State("settle"), DONE),
-                    edges=(Edge("settle", "done"),))
+    changed = Chart(
+        "pay",
+        budget=Budget(max_steps=20),
+        states=(State("settle"), DONE),
+        edges=(Edge("settle", "done"),),
+    )
     store = SQLiteStore(db)
     before = await store.load("r1")
-    with pytest.raises(ChartChangedError,
-                       match=r"after <lambda>: the state 'resolve\.act' is not a leaf"):
+    with pytest.raises(
+        ChartChangedError, match=r"after <lambda>: the state 'resolve\.act' is not a leaf"
+    ):
         await resume(changed, "r1", store=store, model=ScriptedModel([]), migrate=lambda r: r)
     assert await store.load("r1") == before
 
@@ -269,6 +298,7 @@ async def test_resume_uses_the_recorded_model_spec_or_says_what_to_pass(db: Path
 async def test_a_human_decision_after_a_dead_driver_clears_the_doubt(db: Path) -> None:
     """The driver died after asking for approval (lease never released); the approval was
     written after its last write, so the approved call cannot have started: no second ask."""
+
     @tool(retry="never", needs_approval=True)
     async def wire(order: str) -> str:
         """Wire money."""
@@ -303,6 +333,10 @@ async def test_resume_returns_the_stored_run_when_another_process_finished_it(db
     c = pay_chart(refund_tool("safe"))
     store = SQLiteStore(db)
     await start(c, store=store, model=ScriptedModel([]), run_id="r1")
-    got = await resume(c, "r1", store=FinishedMeanwhile(store, c),  # type: ignore[arg-type]
-                       model=ScriptedModel([]))
+    got = await resume(
+        c,
+        "r1",
+        store=FinishedMeanwhile(store, c),  # type: ignore[arg-type]
+        model=ScriptedModel([]),
+    )
     assert got == await store.load("r1") and got.state == "done"

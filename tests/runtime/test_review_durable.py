@@ -40,6 +40,7 @@ def never_refund() -> Tool:
     async def refund(order: str) -> str:
         CALLS.append((order, None))
         return f"refunded {order}"
+
     return tool(retry="never")(refund)
 
 
@@ -51,6 +52,7 @@ def reconcile_refund(asked: list[str]) -> Tool:
     async def refund(order: str) -> str:
         CALLS.append((order, None))
         return f"refunded {order}"
+
     return tool(retry="reconcile", reconcile=check)(refund)
 
 
@@ -102,7 +104,7 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     raw = sqlite3.connect(db, isolation_level=None)
     good = raw.execute("SELECT messages FROM events WHERE run_id='r1' AND seq=1").fetchone()[0]
     lease_before = raw.execute("SELECT lease_holder FROM runs").fetchone()
-    raw.execute("UPDATE events SET messages='[{\"role\": \"wizard\"}]' WHERE seq=1")
+    raw.execute('UPDATE events SET messages=\'[{"role": "wizard"}]\' WHERE seq=1')
     store = SQLiteStore(db)
     with pytest.raises(CorruptRowError):
         await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
@@ -119,14 +121,16 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
 async def test_closing_drive_after_the_refresh_keeps_the_call_in_doubt(db: Path) -> None:
     """A resuming driver that yields its `resume` refresh record and is then closed has
     settled nothing; the next driver must still treat the call as in doubt."""
+
     async def refresh(ctx: Any) -> dict[str, Any]:
         return {}
 
     c = pay_chart(never_refund(), on_resume=refresh)
     await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
     store = SQLiteStore(db)
-    async with contextlib.aclosing(drive(c, "r1", store=store, model=ScriptedModel([]),
-                                         resuming=True)) as steps:
+    async with contextlib.aclosing(
+        drive(c, "r1", store=store, model=ScriptedModel([]), resuming=True)
+    ) as steps:
         async for record in steps:  # the takeover is recorded first, then the refresh
             assert record.event.trigger in ("takeover", "resume")
             if record.event.trigger == "resume":
@@ -142,8 +146,7 @@ async def test_a_driver_restarted_under_the_same_holder_name_sees_the_call_in_do
     """A worker with a fixed name (holder=) killed mid-call and restarted under that name:
     the lease it never released still says a call was in flight."""
     c = pay_chart(never_refund())
-    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1,
-                          holder="worker-1")
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1, holder="worker-1")
     store = SQLiteStore(db)
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]), holder="worker-1")
     assert CALLS == [], "a retry='never' call that may have run was run again without a human"
@@ -178,8 +181,9 @@ async def test_two_drivers_with_the_same_holder_name_do_not_both_run_the_call(
 
     async def worker() -> None:
         try:
-            await resume(c, "r1", store=SQLiteStore(db), model=ScriptedModel([FINISH]),
-                         holder="worker")
+            await resume(
+                c, "r1", store=SQLiteStore(db), model=ScriptedModel([FINISH]), holder="worker"
+            )
         except Exception as exc:
             errors.append(exc)
 
@@ -204,8 +208,12 @@ def approval_chart() -> Chart:
         """Look something up."""
         return f"found {q}"
 
-    return Chart("desk", budget=Budget(max_steps=20),
-                 states=(State("s", tools=(send, look)), DONE), edges=(Edge("s", "done"),))
+    return Chart(
+        "desk",
+        budget=Budget(max_steps=20),
+        states=(State("s", tools=(send, look)), DONE),
+        edges=(Edge("s", "done"),),
+    )
 
 
 async def test_a_rejected_call_completes_its_intent(db: Path) -> None:
@@ -229,16 +237,19 @@ async def test_a_refused_call_completes_its_intent(db: Path) -> None:
     recorded; the refusal must complete the intent."""
     c = approval_chart()
     store = SQLiteStore(db)
-    model = ScriptedModel([reply(call("look", "l1", q="a")), reply(call("look", "l2", q="a")),
-                           FINISH])
+    model = ScriptedModel(
+        [reply(call("look", "l1", q="a")), reply(call("look", "l2", q="a")), FINISH]
+    )
     await start(c, store=store, model=model, run_id="r1")
     end = await run_to_end(c, "r1", store=store, model=model)
     assert end.state == "done"
     refused = next(e for e in await store.events("r1") if e.refused)
     assert refused.call is not None and refused.call.id == "l2"
     intents = {i.call.id: i for i in await store.intents("r1")}
-    assert intents["l2"].completed, f"intent of l2 still open after the refusal at seq " \
+    assert intents["l2"].completed, (
+        f"intent of l2 still open after the refusal at seq "
         f"{refused.seq} and the run ended: {intents['l2']}"
+    )
 
 
 async def test_an_escalating_refresh_does_not_call_an_interrupted_call_not_executed(
@@ -247,6 +258,7 @@ async def test_an_escalating_refresh_does_not_call_an_interrupted_call_not_execu
     """The driver was killed while the refund ran; on resume, on_resume fails and the run
     escalates. The refund may have happened: the result recorded for it must not say it was
     'not executed' (cancel says 'this call may have started' in the same situation)."""
+
     async def refresh(ctx: Any) -> dict[str, Any]:
         raise ConnectionError("crm down")
 
@@ -275,10 +287,17 @@ async def demote(ctx: Ticket) -> dict[str, Any]:
 
 
 def gate_chart() -> Chart:
-    return Chart("gate", context=Ticket, budget=Budget(max_steps=20), states=(
-        State("triage", writes=("tier",)),
-        State("send", reads=("tier",), writes=("tier",), on_resume=demote),
-        DONE), edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")))
+    return Chart(
+        "gate",
+        context=Ticket,
+        budget=Budget(max_steps=20),
+        states=(
+            State("triage", writes=("tier",)),
+            State("send", reads=("tier",), writes=("tier",), on_resume=demote),
+            DONE,
+        ),
+        edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")),
+    )
 
 
 async def test_resuming_a_fork_rechecks_the_guard_that_entered_its_state(db: Path) -> None:
@@ -320,17 +339,24 @@ async def test_a_fork_records_the_intent_of_the_call_it_runs(db: Path) -> None:
     ran = [e for e in await store.events("child") if e.call is not None and e.actor == "code"]
     assert [e.call.name for e in ran if e.call] == ["refund"]
     intents = await store.intents("child")
-    assert [(i.call.name, i.completed) for i in intents] == [("refund", True)], \
+    assert [(i.call.name, i.completed) for i in intents] == [("refund", True)], (
         "the fork ran a side-effecting call with no intent row of its own"
+    )
 
 
 # -- 5. human events and migrations skip the chart-version check -----------------------------
 
 
 def review_chart(on_approve: str, *extra: State) -> Chart:
-    return Chart("review", budget=Budget(max_steps=10), states=(
-        State("check", kind="approval", on_approve=on_approve, on_reject="done"),
-        DONE, *extra))
+    return Chart(
+        "review",
+        budget=Budget(max_steps=10),
+        states=(
+            State("check", kind="approval", on_approve=on_approve, on_reject="done"),
+            DONE,
+            *extra,
+        ),
+    )
 
 
 async def test_approving_with_a_changed_chart_is_refused(db: Path) -> None:
@@ -351,16 +377,24 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
     """A migration that renames a model state (the obvious `state=` rewrite) passes the
     leaf/context checks; the migrate event and a new base are committed, then driving
     crashes on the stale `visit`. It must be refused with ChartChangedError, changing nothing."""
+
     @tool(retry="safe")
     async def look(q: str) -> str:
         """Look something up."""
         return f"found {q}"
 
-    old = Chart("desk", budget=Budget(max_steps=20),
-                states=(State("research", tools=(look,)), DONE), edges=(Edge("research", "done"),))
-    new = Chart("desk", budget=Budget(max_steps=20),
-                states=(State("investigate", tools=(look,)), DONE),
-                edges=(Edge("investigate", "done"),))
+    old = Chart(
+        "desk",
+        budget=Budget(max_steps=20),
+        states=(State("research", tools=(look,)), DONE),
+        edges=(Edge("research", "done"),),
+    )
+    new = Chart(
+        "desk",
+        budget=Budget(max_steps=20),
+        states=(State("investigate", tools=(look,)), DONE),
+        edges=(Edge("investigate", "done"),),
+    )
     store = SQLiteStore(db)
     model = ScriptedModel([reply(call("look", "l1", q="a"))])
     await start(old, store=store, model=model, run_id="r1")
@@ -379,8 +413,10 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
     except ChartChangedError:
         pass
     except Exception as exc:
-        pytest.fail(f"{type(exc).__name__}: {exc} (after the migration; the stored run is now "
-                    f"at seq {(await store.load('r1')).seq}, was {before.seq})")
+        pytest.fail(
+            f"{type(exc).__name__}: {exc} (after the migration; the stored run is now "
+            f"at seq {(await store.load('r1')).seq}, was {before.seq})"
+        )
     else:
         end = await store.load("r1")
         assert end.state == "done"
@@ -405,8 +441,13 @@ async def test_intent_rows_are_never_overwritten_by_a_reused_call_id(db: Path) -
 
     c = pay_chart(refund)
     store = SQLiteStore(db)
-    model = ScriptedModel([reply(call("refund", "call_0", order="o1")),
-                           reply(call("refund", "call_0", order="o2")), FINISH])
+    model = ScriptedModel(
+        [
+            reply(call("refund", "call_0", order="o1")),
+            reply(call("refund", "call_0", order="o2")),
+            FINISH,
+        ]
+    )
     await start(c, store=store, model=model, run_id="r1")
     end = await run_to_end(c, "r1", store=store, model=model)
     assert end.state == "done" and refunds == ["o1", "o2"]
@@ -445,8 +486,11 @@ def test_the_chart_version_covers_approval_targets() -> None:
     both = (State("done", kind="terminal"), State("undo", kind="terminal"))
 
     def with_targets(yes: str, no: str) -> Chart:
-        return Chart("review", budget=Budget(max_steps=10), states=(
-            State("check", kind="approval", on_approve=yes, on_reject=no), *both))
+        return Chart(
+            "review",
+            budget=Budget(max_steps=10),
+            states=(State("check", kind="approval", on_approve=yes, on_reject=no), *both),
+        )
 
     assert with_targets("done", "undo").version != with_targets("undo", "done").version
 
@@ -454,6 +498,7 @@ def test_the_chart_version_covers_approval_targets() -> None:
 def test_the_chart_version_covers_the_context_type() -> None:
     """The stored context is validated by the chart's context type; a new required field
     must count as a changed chart, so resume asks for a migration instead of failing later."""
+
     class Before(BaseModel):
         tier: str = "basic"
 
@@ -462,8 +507,13 @@ def test_the_chart_version_covers_the_context_type() -> None:
         account: int
 
     def with_context(ctx: type[BaseModel]) -> Chart:
-        return Chart("ctx", context=ctx, budget=Budget(max_steps=10),
-                     states=(State("s", reads=("tier",)), DONE), edges=(Edge("s", "done"),))
+        return Chart(
+            "ctx",
+            context=ctx,
+            budget=Budget(max_steps=10),
+            states=(State("s", reads=("tier",)), DONE),
+            edges=(Edge("s", "done"),),
+        )
 
     assert with_context(Before).version != with_context(After).version
 
@@ -471,6 +521,7 @@ def test_the_chart_version_covers_the_context_type() -> None:
 def test_the_chart_version_covers_tool_arguments() -> None:
     """A stored pending call is validated against the tool's schema when it runs; changing
     the schema must count as a changed chart."""
+
     @tool(retry="keyed")
     async def refund(order: str, idempotency_key: str | None = None) -> str:
         """Refund."""
@@ -543,8 +594,7 @@ async def test_a_call_cancelled_mid_flight_is_settled_by_a_resume(db: Path) -> N
     assert (await store.load("r1")).state == "cancelled"
     await resume(c, "r1", store=store, model=ScriptedModel([]))
     (intent,) = await store.intents("r1")
-    assert asked == ["o1"] or intent.completed, \
-        f"the interrupted call was never settled: {intent}"
+    assert asked == ["o1"] or intent.completed, f"the interrupted call was never settled: {intent}"
 
 
 # -- 10. run_to_end answers with the caller's stale snapshot ---------------------------------
@@ -557,5 +607,6 @@ async def test_run_to_end_returns_the_stored_run_when_nothing_was_left_to_do(db:
     run = await start(c, store=store, model=model, run_id="r1")
     assert (await run_to_end(c, run, store=store, model=model)).state == "done"
     again = await run_to_end(c, run, store=store, model=ScriptedModel([]))
-    assert again == await store.load("r1"), \
+    assert again == await store.load("r1"), (
         f"run_to_end said the run is {again.status} in '{again.state}'; it ended in 'done'"
+    )

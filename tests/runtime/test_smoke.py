@@ -48,10 +48,12 @@ def chart() -> Chart:
 async def test_runs_to_done_and_stores_every_event() -> None:
     c = chart()
     store = MemoryStore()
-    model = ScriptedModel([
-        reply(call("search_kb", query="refunds")),
-        reply(call("next_state", target="done", summary="found it")),
-    ])
+    model = ScriptedModel(
+        [
+            reply(call("search_kb", query="refunds")),
+            reply(call("next_state", target="done", summary="found it")),
+        ]
+    )
     run = await start(c, store=store, model=model)
     end = await run_to_end(c, run, store=store, model=model)
     assert end.state == "done" and end.status == "ended"

@@ -105,14 +105,21 @@ async def test_what_did_it_do_and_what_did_each_step_cost_is_one_query(tmp_path:
     )
     rows = store._db.execute(
         "SELECT seq, source, target, actor, tool, reason, input_tokens + output_tokens, "
-        "cost_micros FROM events WHERE run_id = ? ORDER BY seq", (end.run_id,)
+        "cost_micros FROM events WHERE run_id = ? ORDER BY seq",
+        (end.run_id,),
     ).fetchall()
     assert [r[0] for r in rows] == list(range(1, end.seq + 1))
     assert [(r[1], r[2], r[3]) for r in rows] == [
         (s.event.source, s.event.target, s.event.actor) for s in steps
     ]
     assert [r[4] for r in rows] == [  # the calls a reply proposed, then each call run
-        "search_kb", "search_kb", "next_state", "next_state", "next_state", "next_state"]
+        "search_kb",
+        "search_kb",
+        "next_state",
+        "next_state",
+        "next_state",
+        "next_state",
+    ]
     store.close()
 
 
@@ -138,14 +145,18 @@ async def corrupt_and_check(tmp_path: Path, sql: str, match: str) -> None:
 
 async def test_a_truncated_snapshot_is_a_clear_error_and_nothing_changes(tmp_path: Path) -> None:
     await corrupt_and_check(
-        tmp_path, "UPDATE runs SET snapshot = substr(snapshot, 1, 40)",
-        "runs row of run r1 is corrupt or truncated")
+        tmp_path,
+        "UPDATE runs SET snapshot = substr(snapshot, 1, 40)",
+        "runs row of run r1 is corrupt or truncated",
+    )
 
 
 async def test_a_corrupt_transcript_row_is_a_clear_error(tmp_path: Path) -> None:
     await corrupt_and_check(
-        tmp_path, "UPDATE events SET messages = '[{\"role\": \"wizard\"}]' "
-        "WHERE messages IS NOT NULL", "transcript of run r1 at seq 1 is corrupt")
+        tmp_path,
+        'UPDATE events SET messages = \'[{"role": "wizard"}]\' WHERE messages IS NOT NULL',
+        "transcript of run r1 at seq 1 is corrupt",
+    )
 
 
 async def test_a_corrupt_event_row_is_a_clear_error(tmp_path: Path) -> None:
@@ -182,8 +193,9 @@ async def test_the_wal_is_checkpointed_off_the_hot_path(tmp_path: Path) -> None:
     store = SQLiteStore(path)
     store._checkpointer.every = 20
     for i in range(60):
-        await run_script(chart(), [reply(call("search_kb", "c1", query=f"q{i}")), *finish()],
-                         store=store)
+        await run_script(
+            chart(), [reply(call("search_kb", "c1", query=f"q{i}")), *finish()], store=store
+        )
     wal = (tmp_path / "runs.db-wal").stat().st_size
     store.close()
     assert store._checkpointer.checkpoints >= 1

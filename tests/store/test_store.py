@@ -52,7 +52,8 @@ async def test_transcripts_are_stored_per_visit_and_fingerprints_per_run(store: 
     assert research[1].content == "kb:q"
     draft_visit = next(s.event.seq for s in steps if s.event.target == "draft.think")
     assert [m.role for m in await store.transcript(end.run_id, draft_visit)] == [
-        "assistant", "tool",
+        "assistant",
+        "tool",
     ]
     assert len(await store.fingerprints(end.run_id)) == 1
     events = await store.events(end.run_id, after=2)

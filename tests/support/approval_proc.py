@@ -41,9 +41,12 @@ async def send_reply(text: str) -> str:
 
 
 def chart() -> Chart:
-    return Chart("mail", budget=Budget(max_steps=20),
-                 states=(State("send", tools=(send_reply,)), State("done", kind="terminal")),
-                 edges=(Edge("send", "done"),))
+    return Chart(
+        "mail",
+        budget=Budget(max_steps=20),
+        states=(State("send", tools=(send_reply,)), State("done", kind="terminal")),
+        edges=(Edge("send", "done"),),
+    )
 
 
 async def main(command: str, path: str, arg: str) -> dict[str, object]:
@@ -53,15 +56,19 @@ async def main(command: str, path: str, arg: str) -> dict[str, object]:
         run = await start(c, store=store, model=model, run_id="r1")
         run = await run_to_end(c, run, store=store, model=model)
     elif command == "approve":
-        run = (await approve(c, "r1", store=store, by="lead", note="ok",
-                             edits=json.loads(arg) if arg else None)).run
+        run = (
+            await approve(
+                c, "r1", store=store, by="lead", note="ok", edits=json.loads(arg) if arg else None
+            )
+        ).run
     elif command == "reject":
         run = (await reject(c, "r1", store=store, by="lead", reason=arg)).run
     elif command == "cancel":
         run = (await cancel(c, "r1", store=store, reason=arg, by="ops")).run
     else:
-        run = await resume(c, "r1", store=store,
-                           model=ScriptedModel([reply(call("next_state", target="done"))]))
+        run = await resume(
+            c, "r1", store=store, model=ScriptedModel([reply(call("next_state", target="done"))])
+        )
     store.close()
     return {"state": run.state, "status": run.status, "reason": run.reason, "pid": os.getpid()}
 

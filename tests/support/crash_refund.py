@@ -83,14 +83,16 @@ class Bank:
             "CREATE TABLE IF NOT EXISTS refunds (id INTEGER PRIMARY KEY AUTOINCREMENT, "
             "order_id TEXT NOT NULL, amount INT NOT NULL, key TEXT UNIQUE);"
             "CREATE TABLE IF NOT EXISTS calls (n INTEGER PRIMARY KEY, order_id TEXT, "
-            "key TEXT, outcome TEXT);")
+            "key TEXT, outcome TEXT);"
+        )
         db.execute("BEGIN")
         db.executemany("INSERT OR IGNORE INTO orders VALUES (?, ?)", orders.items())
         db.execute("COMMIT")
 
     def order(self, order_id: str) -> dict[str, Any]:
-        found = self.db().execute("SELECT amount FROM orders WHERE order_id=?",
-                                  (order_id,)).fetchone()
+        found = (
+            self.db().execute("SELECT amount FROM orders WHERE order_id=?", (order_id,)).fetchone()
+        )
         return {"order_id": order_id, "amount": found[0]} if found else {}
 
     def refund(self, order_id: str, amount: int, key: str | None = None) -> str:
@@ -99,15 +101,21 @@ class Bank:
         db = self.db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            found = db.execute("SELECT id FROM refunds WHERE key=?", (key,)).fetchone() \
-                if self.dedupe and key else None
+            found = (
+                db.execute("SELECT id FROM refunds WHERE key=?", (key,)).fetchone()
+                if self.dedupe and key
+                else None
+            )
             outcome = "issued" if found is None else "deduped"
             if found is None:
-                found = db.execute("INSERT INTO refunds (order_id, amount, key) VALUES "
-                                   "(?, ?, ?) RETURNING id",
-                                   (order_id, amount, key if self.dedupe else None)).fetchone()
-            db.execute("INSERT INTO calls (order_id, key, outcome) VALUES (?, ?, ?)",
-                       (order_id, key, outcome))
+                found = db.execute(
+                    "INSERT INTO refunds (order_id, amount, key) VALUES (?, ?, ?) RETURNING id",
+                    (order_id, amount, key if self.dedupe else None),
+                ).fetchone()
+            db.execute(
+                "INSERT INTO calls (order_id, key, outcome) VALUES (?, ?, ?)",
+                (order_id, key, outcome),
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -117,9 +125,14 @@ class Bank:
 
     def refunds(self, order_id: str | None = None) -> list[tuple[int, str]]:
         """(refund id, order id) of every refund issued, optionally for one order."""
-        return self.db().execute(
-            "SELECT id, order_id FROM refunds WHERE ?1 IS NULL OR order_id=?1 ORDER BY id",
-            (order_id,)).fetchall()
+        return (
+            self.db()
+            .execute(
+                "SELECT id, order_id FROM refunds WHERE ?1 IS NULL OR order_id=?1 ORDER BY id",
+                (order_id,),
+            )
+            .fetchall()
+        )
 
     def find(self, order_id: str) -> str | None:
         """What a reconcile hook asks: the refund of this order, if one was issued."""
@@ -127,8 +140,9 @@ class Bank:
         return None if not found else f"refund R{found[0][0]} for {order_id} (found)"
 
     def deduped(self) -> int:
-        return int(self.db().execute(
-            "SELECT count(*) FROM calls WHERE outcome='deduped'").fetchone()[0])
+        return int(
+            self.db().execute("SELECT count(*) FROM calls WHERE outcome='deduped'").fetchone()[0]
+        )
 
 
 class Refund(BaseModel):
@@ -151,9 +165,12 @@ def refund_tool(policy: str, bank: Bank) -> Tool:
         return bank.refund(order_id, amount, idempotency_key)
 
     hook = (lambda order_id, amount: bank.find(order_id)) if policy == "reconcile" else None
-    return tool(retry={"control": "safe"}.get(policy, policy), name="issue_refund",  # type: ignore[arg-type]
-                description="Refund an order.", reconcile=hook)(
-        keyed if policy == "keyed" else plain)
+    return tool(
+        retry={"control": "safe"}.get(policy, policy),
+        name="issue_refund",  # type: ignore[arg-type]
+        description="Refund an order.",
+        reconcile=hook,
+    )(keyed if policy == "keyed" else plain)
 
 
 @functools.cache
@@ -174,17 +191,27 @@ def refund_chart(policy: str, bank_path: str) -> Chart:
         return Decision("escalated", reason=f"{n} refunds in the bank for {ctx.order_id}")
 
     return Chart(
-        "refund", context=Refund, budget=Budget(max_steps=40),
+        "refund",
+        context=Refund,
+        budget=Budget(max_steps=40),
         states=(
             State("classify", reads=("order_id",), writes=("category",)),
             State("gather", tools=(lookup_order,), reads=("order_id",), writes=("amount",)),
-            State("resolve", tools=(refund_tool(policy, bank),), reads=("order_id", "amount"),
-                  writes=("refund",)),
+            State(
+                "resolve",
+                tools=(refund_tool(policy, bank),),
+                reads=("order_id", "amount"),
+                writes=("refund",),
+            ),
             State("verify", kind="code", handler=verify, writes=("verified",)),
             State("done", kind="terminal"),
         ),
-        edges=(Edge("classify", "gather"), Edge("gather", "resolve"),
-               Edge("resolve", "verify"), Edge("verify", "done")),
+        edges=(
+            Edge("classify", "gather"),
+            Edge("gather", "resolve"),
+            Edge("resolve", "verify"),
+            Edge("verify", "done"),
+        ),
     )
 
 
@@ -192,8 +219,9 @@ async def refund_policy(request: Request) -> Reply:
     """The offline model: a fixed path, with call ids that a re-asked model repeats."""
     await anyio.sleep(LATENCY)  # a model takes a while to answer: kills land in its calls
     results = {m.tool_call_id: m.content for m in request.transcript if m.role == "tool"}
-    done = {c.name: results[c.id] for m in request.transcript for c in m.tool_calls
-            if c.id in results}
+    done = {
+        c.name: results[c.id] for m in request.transcript for c in m.tool_calls if c.id in results
+    }
     ctx = request.context
 
     def say(name: str, **args: Any) -> Reply:
@@ -204,8 +232,9 @@ async def refund_policy(request: Request) -> Reply:
     if request.state == "gather":
         if "lookup_order" not in done:
             return say("lookup_order", order_id=ctx["order_id"])
-        return say("next_state", target="resolve",
-                   amount=json.loads(done["lookup_order"])["amount"])
+        return say(
+            "next_state", target="resolve", amount=json.loads(done["lookup_order"])["amount"]
+        )
     if request.state == "resolve":
         if "issue_refund" not in done:
             return say("issue_refund", order_id=ctx["order_id"], amount=ctx["amount"])
@@ -224,20 +253,19 @@ def refund_model() -> FunctionModel:
 
 
 def _open(job: Job) -> tuple[Chart, SQLiteStore, FunctionModel]:
-    return (refund_chart(job["policy"], job["bank"]), SQLiteStore(job["store"]),
-            refund_model())
+    return (refund_chart(job["policy"], job["bank"]), SQLiteStore(job["store"]), refund_model())
 
 
-async def _resume_when_free(job: Job, chart: Chart, store: SQLiteStore,
-                            model: FunctionModel) -> dict[str, Any]:
+async def _resume_when_free(
+    job: Job, chart: Chart, store: SQLiteStore, model: FunctionModel
+) -> dict[str, Any]:
     """Resume, waiting out a dead holder's lease; says when it was refused and got in."""
     seen: dict[str, Any] = {"held": 0, "started": time.time(), "refused_at": None}
     deadline = time.monotonic() + job.get("patience", 10.0)
     while True:
         tried = time.time()
         try:
-            run = await resume(chart, job["run_id"], store=store, model=model,
-                               lease_ttl=job["ttl"])
+            run = await resume(chart, job["run_id"], store=store, model=model, lease_ttl=job["ttl"])
         except LeaseHeldError:
             seen["held"] += 1
             seen["refused_at"] = tried
@@ -245,8 +273,13 @@ async def _resume_when_free(job: Job, chart: Chart, store: SQLiteStore,
                 raise
             await anyio.sleep(0.005)
             continue
-        return {**seen, "got_in_at": tried, "status": run.status, "state": run.state,
-                "reason": run.reason}
+        return {
+            **seen,
+            "got_in_at": tried,
+            "status": run.status,
+            "state": run.state,
+            "reason": run.reason,
+        }
 
 
 async def op_drive(job: Job, barrier: Barrier) -> dict[str, Any]:
@@ -255,8 +288,13 @@ async def op_drive(job: Job, barrier: Barrier) -> dict[str, Any]:
     try:
         await store.load(job["run_id"])
     except RunNotFoundError:
-        await start(chart, store=store, model=model, run_id=job["run_id"],
-                    context={"order_id": job["order_id"]})
+        await start(
+            chart,
+            store=store,
+            model=model,
+            run_id=job["run_id"],
+            context={"order_id": job["order_id"]},
+        )
     barrier()
     return await _resume_when_free(job, chart, store, model)
 
@@ -266,8 +304,13 @@ async def op_operator(job: Job, barrier: Barrier) -> dict[str, Any]:
     chart, store, _ = _open(job)
     issued = Bank(job["bank"]).refunds(job["order_id"])
     if issued:
-        await reject(chart, job["run_id"], store=store, by="operator",
-                     reason=f"the bank already shows refund R{issued[0][0]}")
+        await reject(
+            chart,
+            job["run_id"],
+            store=store,
+            by="operator",
+            reason=f"the bank already shows refund R{issued[0][0]}",
+        )
         return {"decision": "rejected"}
     await approve(chart, job["run_id"], store=store, by="operator")
     return {"decision": "approved"}
@@ -280,8 +323,11 @@ async def op_contend(job: Job, barrier: Barrier) -> dict[str, Any]:
     barrier()
     seqs: list[int] = []
     try:
-        async with aclosing(drive(chart, job["run_id"], store=store, model=model,
-                                  lease_ttl=job["ttl"], resuming=True)) as records:
+        async with aclosing(
+            drive(
+                chart, job["run_id"], store=store, model=model, lease_ttl=job["ttl"], resuming=True
+            )
+        ) as records:
             async for record in records:
                 seqs.append(record.event.seq)
     except LeaseHeldError:
@@ -309,8 +355,12 @@ def _child(job: Job, out: int, go: int | None) -> None:
 
         payload = {"ok": True, **anyio.run(OPS[job["op"]], job, barrier)}
     except BaseException as exc:
-        payload = {"ok": False, "error": type(exc).__name__, "message": str(exc)[:800],
-                   "traceback": traceback.format_exc()[-3000:]}
+        payload = {
+            "ok": False,
+            "error": type(exc).__name__,
+            "message": str(exc)[:800],
+            "traceback": traceback.format_exc()[-3000:],
+        }
     os.write(out, json.dumps(payload).encode())
     os._exit(0)
 
@@ -347,8 +397,17 @@ def _fork_all(cmd: dict[str, Any]) -> list[dict[str, Any]]:
                 finally:
                     os._exit(70)
             os.close(w)
-            kids.append({"pid": pid, "out": r, "fd": os.pidfd_open(pid), "killed": False,
-                         "timed_out": False, "born": time.monotonic(), "data": b""})
+            kids.append(
+                {
+                    "pid": pid,
+                    "out": r,
+                    "fd": os.pidfd_open(pid),
+                    "killed": False,
+                    "timed_out": False,
+                    "born": time.monotonic(),
+                    "data": b"",
+                }
+            )
         if cmd.get("barrier"):
             for kid in kids:  # each says it is ready (or dies: EOF) before any is released
                 if select.select([kid["out"]], [], [], cmd["timeout"])[0]:
@@ -399,8 +458,14 @@ def _report(kid: dict[str, Any]) -> dict[str, Any]:
     status = kid["status"]
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     out = json.loads(data) if data else {"ok": False, "error": "no output"}
-    return {**out, "pid": kid["pid"], "signal": sig, "killed_by_us": kid["killed"],
-            "timed_out": kid["timed_out"], "elapsed": kid["elapsed"]}
+    return {
+        **out,
+        "pid": kid["pid"],
+        "signal": sig,
+        "killed_by_us": kid["killed"],
+        "timed_out": kid["timed_out"],
+        "elapsed": kid["elapsed"],
+    }
 
 
 class Zygote:
@@ -410,11 +475,21 @@ class Zygote:
         env = {k: v for k, v in os.environ.items() if k != "STATECHART_FAILPOINT"}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tests.support.crash_refund import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=env)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+        )
         self._buf = b""
 
-    def run(self, jobs: list[Job], *, kill_after: float | None = None, barrier: bool = False,
-            timeout: float = 20.0) -> list[dict[str, Any]]:
+    def run(
+        self,
+        jobs: list[Job],
+        *,
+        kill_after: float | None = None,
+        barrier: bool = False,
+        timeout: float = 20.0,
+    ) -> list[dict[str, Any]]:
         """Fork `jobs` in the zygote; a child still alive after `timeout` fails the test."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         cmd = {"jobs": jobs, "kill_after": kill_after, "barrier": barrier, "timeout": timeout}

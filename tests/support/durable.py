@@ -30,26 +30,33 @@ FINISH = reply(call("next_state", target="done"))
 
 
 def pay_chart(refund: Tool, *, steps: int = 20, on_resume: Any = None) -> Chart:
-    return Chart("pay", budget=Budget(max_steps=steps),
-                 states=(State("resolve", tools=(refund,), on_resume=on_resume), DONE),
-                 edges=(Edge("resolve", "done"),))
+    return Chart(
+        "pay",
+        budget=Budget(max_steps=steps),
+        states=(State("resolve", tools=(refund,), on_resume=on_resume), DONE),
+        edges=(Edge("resolve", "done"),),
+    )
 
 
 def refund_tool(retry: str, *, reconcile: Any = None) -> Tool:
     if retry == "keyed":
+
         async def refund(order: str, idempotency_key: str | None = None) -> str:
             CALLS.append((order, idempotency_key))
             return f"refunded {order}"
+
         return tool(retry="keyed")(refund)
 
     async def plain(order: str) -> str:
         CALLS.append((order, None))
         return f"refunded {order}"
+
     return tool(retry=retry, reconcile=reconcile, name="refund")(plain)  # type: ignore[arg-type]
 
 
-async def interrupted(chart: Chart, path: Path, replies: list[Any], stop_at: int,
-                      holder: str = "killed-driver") -> Run:
+async def interrupted(
+    chart: Chart, path: Path, replies: list[Any], stop_at: int, holder: str = "killed-driver"
+) -> Run:
     """Drive a run "r1" until event `stop_at`, then leave it as a killed driver would: the
     lease held by `holder` and never released, so the next driver takes over."""
     store = SQLiteStore(path)

@@ -9,7 +9,9 @@ from statechart import Chart, MemoryStore, Reply, Run, ScriptedModel, Step, Tool
 
 
 async def run_script(
-    chart: Chart, replies: list[Reply], context: Mapping[str, Any] | None = None,
+    chart: Chart,
+    replies: list[Reply],
+    context: Mapping[str, Any] | None = None,
     store: MemoryStore | None = None,
 ) -> tuple[Run, list[Step], ScriptedModel, MemoryStore]:
     """Start a run, drive it until it waits or ends; return the last run and every step."""
@@ -33,8 +35,10 @@ def tool_results(steps: list[Step]) -> dict[str, str]:
 
 def loop_tool(name: str, *, repeatable: bool = False) -> Tool:
     """A chart tool standing for one a plain loop runs itself (shadow mode never calls it)."""
+
     async def fn() -> str:
         raise AssertionError("shadow mode never runs the chart's tools")
+
     fn.__name__ = name
     fn.__doc__ = f"{name} (the loop runs it)."
     return tool(retry="never", repeatable=repeatable)(fn)

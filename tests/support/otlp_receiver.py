@@ -112,19 +112,32 @@ def decode(body: bytes) -> list[ReceivedSpan]:
         resource = attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             for s in ss.spans:
-                out.append(ReceivedSpan(
-                    name=s.name, trace_id=s.trace_id.hex(), span_id=s.span_id.hex(),
-                    parent_span_id=s.parent_span_id.hex(),
-                    kind=Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
-                    start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
-                    attributes=attributes(s.attributes),
-                    events=tuple(SpanEvent(e.name, attributes(e.attributes), e.time_unix_nano)
-                                 for e in s.events),
-                    links=tuple(SpanLink(k.trace_id.hex(), k.span_id.hex(),
-                                         attributes(k.attributes)) for k in s.links),
-                    status_code=Status.StatusCode.Name(s.status.code).removeprefix(
-                        "STATUS_CODE_"),
-                    status_message=s.status.message, resource=resource, scope=ss.scope.name))
+                out.append(
+                    ReceivedSpan(
+                        name=s.name,
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_span_id=s.parent_span_id.hex(),
+                        kind=Span.SpanKind.Name(s.kind).removeprefix("SPAN_KIND_"),
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                        attributes=attributes(s.attributes),
+                        events=tuple(
+                            SpanEvent(e.name, attributes(e.attributes), e.time_unix_nano)
+                            for e in s.events
+                        ),
+                        links=tuple(
+                            SpanLink(k.trace_id.hex(), k.span_id.hex(), attributes(k.attributes))
+                            for k in s.links
+                        ),
+                        status_code=Status.StatusCode.Name(s.status.code).removeprefix(
+                            "STATUS_CODE_"
+                        ),
+                        status_message=s.status.message,
+                        resource=resource,
+                        scope=ss.scope.name,
+                    )
+                )
     return out
 
 
@@ -166,8 +179,9 @@ class Receiver:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="otlp-receiver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="otlp-receiver", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -196,8 +210,9 @@ class Receiver:
         with self._cond:
             return list(self.spans), list(self.requests)
 
-    def wait_for(self, predicate: Callable[[list[ReceivedSpan]], bool],
-                 timeout: float = 10.0) -> list[ReceivedSpan]:
+    def wait_for(
+        self, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 10.0
+    ) -> list[ReceivedSpan]:
         """The spans received, once `predicate(spans)` holds; AssertionError after `timeout`."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -224,8 +239,13 @@ class Receiver:
             problem, status = f"unsupported content type {ctype!r}", 415
         else:
             try:
-                body = (gzip.decompress(raw) if encoding == "gzip"
-                        else zlib.decompress(raw) if encoding == "deflate" else raw)
+                body = (
+                    gzip.decompress(raw)
+                    if encoding == "gzip"
+                    else zlib.decompress(raw)
+                    if encoding == "deflate"
+                    else raw
+                )
                 decoded = decode(body)
             except Exception as exc:  # a bad body is a 400, never a dead receiver thread
                 problem, status = f"undecodable body: {type(exc).__name__}: {exc}", 400
@@ -236,8 +256,9 @@ class Receiver:
             if problem:
                 self.errors.append(problem)
             self._cond.notify_all()
-        payload = (ExportTraceServiceResponse().SerializeToString() if status == 200
-                   else problem.encode())
+        payload = (
+            ExportTraceServiceResponse().SerializeToString() if status == 200 else problem.encode()
+        )
         h.send_response(status)
         h.send_header("Content-Type", PROTOBUF if status == 200 else "text/plain")
         h.send_header("Content-Length", str(len(payload)))
@@ -245,8 +266,10 @@ class Receiver:
         h.wfile.write(payload)
 
 
-def tree(spans: Sequence[ReceivedSpan], attrs: Callable[[ReceivedSpan], Any] | None = None,
-         ) -> list[Any]:
+def tree(
+    spans: Sequence[ReceivedSpan],
+    attrs: Callable[[ReceivedSpan], Any] | None = None,
+) -> list[Any]:
     """The spans as nested `(name, [children...])` lists, siblings by start time; roots are
     spans whose parent was not received. With `attrs`, each node is `(name, attrs(span),
     children)`."""

@@ -38,8 +38,11 @@ def serve() -> Iterator[Provider]:
             body = json.loads(self.rfile.read(length) or b"{}")
             with provider.lock:
                 provider.requests.append((self.path, body))
-                status, answer = provider.answers.pop(0) if provider.answers else (
-                    500, {"error": {"message": "no answer queued", "type": "test"}})
+                status, answer = (
+                    provider.answers.pop(0)
+                    if provider.answers
+                    else (500, {"error": {"message": "no answer queued", "type": "test"}})
+                )
             data = json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

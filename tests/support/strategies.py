@@ -61,8 +61,12 @@ def _budget(draw: st.DrawFn, scale: int) -> Budget | None:
         return draw(st.integers(1, high * scale)) if some else None
 
     return Budget(
-        max_steps=cap(6), max_model_calls=cap(3), max_tool_calls=cap(3), max_tokens=cap(300),
-        max_output_tokens=cap(150), max_cost_micros=cap(300),
+        max_steps=cap(6),
+        max_model_calls=cap(3),
+        max_tool_calls=cap(3),
+        max_tokens=cap(300),
+        max_output_tokens=cap(150),
+        max_cost_micros=cap(300),
     )
 
 
@@ -89,7 +93,7 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
         kind = draw(st.sampled_from(kinds if i else first_kinds))
         nxt = names[i + 1] if i + 1 < n else "done"
         last = i + 1 == n
-        ahead = [*names[i + 1:], *terminals, ESCALATED, EXHAUSTED]
+        ahead = [*names[i + 1 :], *terminals, ESCALATED, EXHAUSTED]
         anywhere = [*names, *terminals, ESCALATED, EXHAUSTED]
         visits: int | None = draw(st.sampled_from([None, None, None, 1, 2]))
 
@@ -155,7 +159,11 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
 
     def build() -> Chart:
         return Chart(
-            name, states=tuple(states), edges=tuple(edges), context=Ctx, budget=budget,
+            name,
+            states=tuple(states),
+            edges=tuple(edges),
+            context=Ctx,
+            budget=budget,
             on_exhausted=on_exhausted,
         )
 

@@ -86,9 +86,13 @@ def needs_ok(f: Facts) -> str | None:
 
 def desk(tool_calls: int) -> Chart:
     """One model state with `lookup`; leaving it needs `ok`; `tool_calls` caps the tools."""
-    return Chart("desk", context=Desk, budget=Budget(max_steps=20, max_tool_calls=tool_calls),
-                 states=(State("work", tools=(lookup,), writes=("ok",)), DONE),
-                 edges=(Edge("work", "done", guard=needs_ok),))
+    return Chart(
+        "desk",
+        context=Desk,
+        budget=Budget(max_steps=20, max_tool_calls=tool_calls),
+        states=(State("work", tools=(lookup,), writes=("ok",)), DONE),
+        edges=(Edge("work", "done", guard=needs_ok),),
+    )
 
 
 async def broken(ctx: Any) -> Decision:
@@ -96,9 +100,12 @@ async def broken(ctx: Any) -> Decision:
 
 
 def coded() -> Chart:
-    return Chart("coded", budget=Budget(max_steps=5),
-                 states=(State("check", kind="code", handler=broken), DONE),
-                 edges=(Edge("check", "done"),))
+    return Chart(
+        "coded",
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=broken), DONE),
+        edges=(Edge("check", "done"),),
+    )
 
 
 def scripted(*replies: Any) -> ScriptedModel:
@@ -111,9 +118,22 @@ def timing_out(request: Request) -> Any:
 
 async def summary(store: SQLiteStore, run: Run) -> dict[str, Any]:
     events = await store.events(run.run_id)
-    return {"state": run.state, "status": run.status, "trace": run.trace, "events": [
-        {"seq": e.seq, "span": e.span, "source": e.source, "target": e.target,
-         "trigger": e.trigger, "actor": e.actor} for e in events]}
+    return {
+        "state": run.state,
+        "status": run.status,
+        "trace": run.trace,
+        "events": [
+            {
+                "seq": e.seq,
+                "span": e.span,
+                "source": e.source,
+                "target": e.target,
+                "trigger": e.trigger,
+                "actor": e.actor,
+            }
+            for e in events
+        ],
+    }
 
 
 async def go(chart: Chart, store: SQLiteStore, model: Model, run_id: str) -> Run:
@@ -121,10 +141,14 @@ async def go(chart: Chart, store: SQLiteStore, model: Model, run_id: str) -> Run
     return await run_to_end(chart, run, store=store, model=model)
 
 
-NESTED_FIRST = (reply(call("dig", "d1", q="1"), usage=U),
-                reply(call("buy", "b1", item="archive"), usage=U))
-NESTED_LAST = (reply(call("next_state", "n1", target="done", notes="found"), usage=U),
-               reply(call("next_state", "n2", target="done"), usage=U))
+NESTED_FIRST = (
+    reply(call("dig", "d1", q="1"), usage=U),
+    reply(call("buy", "b1", item="archive"), usage=U),
+)
+NESTED_LAST = (
+    reply(call("next_state", "n1", target="done", notes="found"), usage=U),
+    reply(call("next_state", "n2", target="done"), usage=U),
+)
 
 
 async def nested(store: SQLiteStore, step: str) -> dict[str, Run]:
@@ -154,8 +178,12 @@ async def rebuilt(store: SQLiteStore) -> dict[str, Run]:
     runs: dict[str, Run] = {}
     seen: set[int] = set()
     for steps in range(5, 2000):
-        c = Chart("rebuilt", budget=Budget(max_steps=steps),
-                  states=(State("work"), DONE), edges=(Edge("work", "done"),))
+        c = Chart(
+            "rebuilt",
+            budget=Budget(max_steps=steps),
+            states=(State("work"), DONE),
+            edges=(Edge("work", "done"),),
+        )
         model = scripted(reply(call("next_state", "n1", target="done")))
         runs[f"b{steps}"] = await go(c, store, model, f"b{steps}")
         level = id(compiled(c).levels[""])
@@ -173,17 +201,23 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
     if name == "rebuilt":
         return await rebuilt(store)
     if name == "gate":
-        model = scripted(reply(call("next_state", "n1", target="done")),
-                         reply(call("lookup", "l1", email="a@example.com")),
-                         reply(call("lookup", "l2", email="b@example.com")))
+        model = scripted(
+            reply(call("next_state", "n1", target="done")),
+            reply(call("lookup", "l1", email="a@example.com")),
+            reply(call("lookup", "l2", email="b@example.com")),
+        )
         return {"gate": await go(desk(1), store, model, "gate")}
     if name == "content":
-        model = scripted(reply(call("lookup", "l1", email="alice@example.com"), usage=U),
-                         reply(call("next_state", "n1", target="done", ok=True), usage=U))
+        model = scripted(
+            reply(call("lookup", "l1", email="alice@example.com"), usage=U),
+            reply(call("next_state", "n1", target="done", ok=True), usage=U),
+        )
         return {"content": await go(desk(5), store, model, "content")}
     if name == "errors":
-        failing_tool = scripted(reply(call("lookup", "l1", email="")),
-                                reply(call("next_state", "n1", target="done", ok=True)))
+        failing_tool = scripted(
+            reply(call("lookup", "l1", email="")),
+            reply(call("next_state", "n1", target="done", ok=True)),
+        )
         return {
             "tool": await go(desk(5), store, failing_tool, "tool"),
             "model": await go(desk(5), store, FunctionModel(timing_out, spec=SPEC), "model"),
@@ -195,8 +229,12 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     provider = None
     if not args.no_configure:
-        provider = tracing.configure(service_name=args.service, exporter="otlp", batch=False,
-                                     content=True if args.content else None)
+        provider = tracing.configure(
+            service_name=args.service,
+            exporter="otlp",
+            batch=False,
+            content=True if args.content else None,
+        )
     store = SQLiteStore(args.db)
     try:
         runs = await scenario(args.scenario, store)
@@ -212,8 +250,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario")
     parser.add_argument("db")
-    parser.add_argument("--no-configure", action="store_true",
-                        help="never call tracing.configure (no SDK provider)")
+    parser.add_argument(
+        "--no-configure", action="store_true", help="never call tracing.configure (no SDK provider)"
+    )
     parser.add_argument("--content", action="store_true", help="configure(content=True)")
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     parser.add_argument("--service", default="trace-proc", help="the service.name resource")
