@@ -45,8 +45,8 @@ import pydantic
 import statechart as sc
 from statechart.engine import compiled
 from statechart.engine.advance import advance
-from statechart.engine.effects import CallModel, Ended, Memory, RunTool, Wait, plan
-from statechart.runtime.driver import Session
+from statechart.engine.effects import CallModel, Ended, RunTool, Wait, plan
+from statechart.engine.session import Session
 
 TARGET_PER_TRANSITION_US = 60.0
 TARGET_ABOVE_FLOOR_US = 25.0
@@ -224,15 +224,14 @@ async def pure_once(chart: sc.Chart, steps: int) -> tuple[float, float, int]:
     gc.collect()
     while True:
         t0 = clock()
-        memory = Memory(session.transcript, session.fingerprints)
-        effect = plan(cc, run, memory)
+        effect = plan(cc, run, session)
         t1 = clock()
         if isinstance(effect, (Wait, Ended)):
             in_plan += t1 - t0
             break
         outcome = _perform_sync(effect, policy)
         t2 = clock()
-        record = advance(cc, run, memory, effect, outcome, now=t2)
+        record = advance(cc, run, effect, outcome, now=t2)
         t3 = clock()
         session.absorb(run, record)
         run = record.run

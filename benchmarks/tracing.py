@@ -252,17 +252,17 @@ def timed_calls(steps: int) -> dict[str, Any]:
     from opentelemetry.sdk.trace import Span, Tracer
 
     from statechart import tracing
-    from statechart.runtime import driver
+    from statechart.records.run import Step
 
     found: dict[str, float] = {}
     entry = [
         (tracing.RunTrace, name, f"RunTrace.{name}")
-        for name in ("enter", "effect_start", "effect_end", "transition", "transition_end")
+        for name in ("before_step", "effect_started", "effect_ended", "after_step", "step_stored")
     ]
     inner = [
         (tracing, "transition_attributes", "transition_attributes"),
         (tracing, "annotate", "annotate"),
-        (driver, "_stamped", "driver._stamped"),
+        (Step, "with_span", "Step.with_span"),
         (Tracer, "start_span", "sdk Tracer.start_span"),
         (Span, "end", "sdk Span.end"),
         (Span, "set_attributes", "sdk Span.set_attributes"),

@@ -4,6 +4,7 @@ from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Decision, Edge, Facts, State
 from statechart.chart.names import ESCALATED, EXHAUSTED
 from statechart.chart.tools import Tool, fingerprint, tool
+from statechart.engine.session import Session
 from statechart.errors import (
     ChartChangedError,
     ChartError,
@@ -55,7 +56,7 @@ from statechart.runtime.api import (
     run_to_end,
     start,
 )
-from statechart.runtime.driver import Session, drive, load_session, step
+from statechart.runtime.driver import drive, load_session, step
 from statechart.store import Intent, Lease, MemoryStore, SQLiteStore, Store
 
 __all__ = [

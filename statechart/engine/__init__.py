@@ -12,7 +12,6 @@ from statechart.engine.effects import (
     Decide,
     Effect,
     Ended,
-    Memory,
     Reconciled,
     RunHandler,
     RunTool,
@@ -26,6 +25,7 @@ from statechart.engine.effects import (
 from statechart.engine.machine import EXIT
 from statechart.engine.moves import checked_patch, commit, try_move, typed_context
 from statechart.engine.replay import edges, fold, replay, status_of
+from statechart.engine.session import Session
 from statechart.engine.tables import (
     CANCEL,
     CompiledChart,
@@ -46,11 +46,11 @@ __all__ = [
     "Effect",
     "Ended",
     "Level",
-    "Memory",
     "Move",
     "Reconciled",
     "RunHandler",
     "RunTool",
+    "Session",
     "Transition",
     "Wait",
     "advance",

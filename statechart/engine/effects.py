@@ -7,8 +7,8 @@ It never awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -19,8 +19,9 @@ from statechart.chart.tools import Tool, checked, parse_arguments
 from statechart.engine.calls import idempotency_key
 from statechart.engine.moves import typed_context
 from statechart.engine.prompt import build_request, model_view
+from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart
-from statechart.records.messages import Message, Request, ToolCall
+from statechart.records.messages import Request, ToolCall
 from statechart.records.run import Run, Visit
 from statechart.records.spent import ZERO, Spent, spent_of
 
@@ -90,18 +91,10 @@ class Ended:
 Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
 
 
-@dataclass(frozen=True)
-class Memory:
-    """What the driver holds beside the run: this visit's transcript and executed fingerprints."""
-
-    transcript: Sequence[Message] = ()
-    fingerprints: frozenset[str] | set[str] = field(default_factory=frozenset)
-
-
 # -- plan ---------------------------------------------------------------------------------
 
 
-def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
+def plan(cc: CompiledChart, run: Run, session: Session) -> Effect:
     """The effect the run's current state needs next."""
     if run.status == "ended":
         return Ended()
@@ -110,7 +103,7 @@ def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     spent = first_exhausted(cc, run, hard_only=True)
     if spent is not None:
         return Decide("exhaust", spent)
-    effect = _plan_state(cc, run, memory)
+    effect = _plan_state(cc, run, session)
     if isinstance(effect, (CallModel, RunTool)) or (
         isinstance(effect, Decide) and effect.what == "ask"
     ):
@@ -120,7 +113,7 @@ def plan(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
     return effect
 
 
-def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
+def _plan_state(cc: CompiledChart, run: Run, session: Session) -> Effect:
     leaf = run.state
     if leaf.endswith(".think"):
         visit = run.visit
@@ -130,9 +123,9 @@ def _plan_state(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
         if visit.iterations >= cap:
             return Decide("exhaust", f"{visit.state}:iterations")
         final = visit.iterations == cap - 1
-        return CallModel(build_request(cc, run, memory.transcript, final=final))
+        return CallModel(build_request(cc, run, session.transcript, final=final))
     if leaf.endswith(".act"):
-        return _plan_call(cc, run, memory)
+        return _plan_call(cc, run, session)
     node = cc.nodes[leaf]
     state = node.state
     assert state is not None, leaf
@@ -190,7 +183,7 @@ def repeat_refusal(tool: Tool, fp: str, seen: Collection[str]) -> str | None:
     )
 
 
-def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
+def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
     assert run.visit is not None and run.pending
     queued = run.pending[0]
     call = queued.call
@@ -214,7 +207,7 @@ def _plan_call(cc: CompiledChart, run: Run, memory: Memory) -> Effect:
         return Decide("refuse", found)
     fp = found.fingerprint
     refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
-        tool, fp, memory.fingerprints
+        tool, fp, session.fingerprints
     )
     if refusal is not None:
         return Decide("refuse", refusal)

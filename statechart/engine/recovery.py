@@ -11,9 +11,9 @@ from dataclasses import replace
 from typing import Any
 
 from statechart.chart.chart import State
-from statechart.engine.advance import escalate
 from statechart.engine.moves import check_guard, checked_patch, commit
 from statechart.engine.replay import edges
+from statechart.engine.routing import escalate
 from statechart.engine.tables import CompiledChart
 from statechart.records.run import Run, Step
 from statechart.records.spent import ZERO

@@ -7,7 +7,7 @@ live in the store's own append-only tables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -239,6 +239,10 @@ class Step:
     """Ids of calls whose intents this step completed."""
     base: bool = False
     """The run after this step is stored whole: replay starts here (a migration)."""
+
+    def with_span(self, span: str) -> Step:
+        """The same step with the id (hex) of its transition's span written into its event."""
+        return replace(self, event=evolve(self.event, {"span": span}))
 
     @property
     def refused(self) -> str | None:

@@ -23,7 +23,7 @@ from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run, Step, Visit
 from statechart.runtime import lineage
-from statechart.runtime.driver import Clock, _stamped, drive
+from statechart.runtime.driver import Clock, drive
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
@@ -190,7 +190,8 @@ async def _decide(
 async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
     """Store a human event, with a transition span in the run's trace."""
     span = tracing.human_transition(compiled(chart), record, time.time_ns())
-    record = _stamped(record, span)
+    if span is not None:
+        record = record.with_span(format(span.get_span_context().span_id, "016x"))
     try:
         await store.append(record)
     except BaseException as exc:  # not stored (another writer came first): not a transition

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from opentelemetry.trace import Span
 
 from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
@@ -27,7 +26,6 @@ from statechart.engine.calls import open_call
 from statechart.engine.effects import (
     CallModel,
     Ended,
-    Memory,
     Reconciled,
     RunHandler,
     RunTool,
@@ -36,52 +34,17 @@ from statechart.engine.effects import (
 )
 from statechart.engine.moves import typed_context
 from statechart.engine.replay import edges
+from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart, compiled
 from statechart.errors import ConflictError
 from statechart.models.base import Model
-from statechart.records.messages import Message
-from statechart.records.run import Run, Step, fields_set
+from statechart.records.run import Run, Step
 from statechart.runtime import lineage
+from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
-
-
-@dataclass
-class _Carry:
-    """Sub-millisecond wall time not yet charged, so many short steps still add up."""
-
-    ms: float = 0.0
-
-    def charge(self, seconds: float) -> int:
-        self.ms += seconds * 1000.0
-        whole = int(self.ms)
-        self.ms -= whole
-        return whole
-
-
-@dataclass
-class Session:
-    """What `drive` keeps in memory for one run: this visit's transcript, fingerprints."""
-
-    transcript: list[Message] = field(default_factory=list)
-    fingerprints: set[str] = field(default_factory=set)
-    carry: _Carry = field(default_factory=_Carry)
-    trace: tracing.RunTrace | None = None
-    """The open spans of the drive, when it is traced."""
-    span: Span | None = None
-    """The span of the transition `step()` just made, ended once it is stored."""
-
-    def absorb(self, before: Run, step: Step) -> None:
-        """Keep the transcript and fingerprints in line with the run after `step`."""
-        after = step.run
-        if after.visit is None or before.visit is None or after.visit.seq != before.visit.seq:
-            self.transcript = []
-        elif step.delta:
-            self.transcript.extend(step.delta)
-        if step.event.fingerprint is not None:
-            self.fingerprints.add(step.event.fingerprint)
 
 
 async def step(
@@ -91,54 +54,45 @@ async def step(
     model: Model,
     session: Session,
     clock: Clock = time.time,
+    hooks: StepHooks | None = None,
 ) -> Step | None:
     """Advance `run` by exactly one transition; None when it is waiting or ended.
 
-    `session` holds this visit's transcript and the executed fingerprints; build it with
-    `load_session(store, run)` and keep it in line with `session.absorb(run, step)`.
+    Args:
+        chart: The chart the run belongs to.
+        run: The run as it is now (not stored by this function).
+        model: Answers the request when the state calls the model.
+        session: This visit's transcript and the executed fingerprints; build it with
+            `load_session(store, run)` and keep it in line with `session.absorb(run, step)`.
+        clock: The time written into the event.
+        hooks: Told of the step, its effect and its record (tracing uses them).
+
+    Returns:
+        The record of the transition (event, run after it, transcript delta), or None.
     """
     cc = compiled(chart)
     started = time.monotonic()
-    memory = Memory(session.transcript, session.fingerprints)
-    effect = plan(cc, run, memory)
+    if hooks is not None:
+        hooks.before_step(run=run)
+    effect = plan(cc, run, session)
     if isinstance(effect, (Wait, Ended)):
         return None
-    rt = session.trace if session.trace is not None and session.trace.on else None
-    if rt is None:
+    if hooks is None:
         outcome = await _perform(effect, model)
     else:
-        if isinstance(effect, CallModel):
-            span = rt.effect_start(run)
-        elif isinstance(effect, RunTool):
-            span = rt.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
-        else:
-            span = rt.effect_start(run, handler=True)
+        hooks.effect_started(run=run, effect=effect)
         try:
             outcome = await _perform(effect, model)
-        except BaseException as exc:  # cancelled mid-call: the call's span says so
-            rt.effect_end(span, exc)
+        except BaseException as exc:  # cancelled mid-call: the hooks hear of it
+            hooks.effect_ended(outcome=exc)
             raise
-        rt.effect_end(span, outcome)
-    wall_ms = session.carry.charge(time.monotonic() - started)
-    start_ns = time.time_ns()
-    record = advance(cc, run, memory, effect, outcome, now=clock(), wall_ms=wall_ms)
-    if rt is None:
+        hooks.effect_ended(outcome=outcome)
+    wall_ms = session.charge_wall(time.monotonic() - started)
+    started_ns = time.time_ns()
+    record = advance(cc, run, effect, outcome, now=clock(), wall_ms=wall_ms)
+    if hooks is None:
         return record
-    session.span = rt.transition(run, record, start_ns)
-    return _stamped(record, session.span)
-
-
-def _stamped(record: Step, span: Span | None) -> Step:
-    """The record with its transition span's id written into its event, which `advance`
-    has just built and nobody else holds yet (so no copy is made)."""
-    if span is not None:
-        record.event.__dict__["span"] = format(span.get_span_context().span_id, "016x")
-        object.__setattr__(
-            record.event,
-            "__pydantic_fields_set__",
-            fields_set(record.event.__pydantic_fields_set__ | {"span"}),
-        )
-    return record
+    return hooks.after_step(before=run, record=record, started_ns=started_ns)
 
 
 async def _perform(effect: Any, model: Model) -> Any:
@@ -182,97 +136,156 @@ async def drive(
     last holder never released it, an open intent is settled by its tool's retry policy.
     With `resuming`, the current state's `on_resume` refresh and entering guard run first.
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
+
+    Yields:
+        The record of every transition, once it is stored.
     """
     run_id = run if isinstance(run, str) else run.run_id
-    cc = compiled(chart)
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
-    in_flight = False
-    dirty = lease.took_over  # a takeover not yet recorded: keep the lease looking abandoned
-    rt: tracing.RunTrace | None = None
-    failure: BaseException | None = None
+    # a takeover not yet recorded keeps the lease looking abandoned (`dirty`)
+    d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
     try:
-        # Everything is read (and checked) before anything is written.
-        run = await store.load(run_id)
-        migrated = await lineage.checked_version(chart, run, store, migrate, clock())
-        current = migrated.run if migrated is not None else run
-        session = await load_session(store, current)
-        refresh = await _refresh_inputs(chart, current, store) if resuming else None
-        # The last span to link to: only a run that was traced from its start has one.
-        last = (
-            (await store.events(run_id, after=run.seq - 1))[-1:] if (run.seq and run.trace) else []
-        )
-        rt = session.trace = tracing.RunTrace(cc, run, model.spec, last[0].span if last else None)
-        for kind in ("migrate", "takeover", "refresh", "model"):
-            found_pre: Step | None = None
-            if kind == "migrate":
-                found_pre = migrated
-            elif kind == "takeover":
-                found_pre = _takeover(cc, run, lease, clock)
-            elif kind == "refresh":
-                dirty = False  # the takeover, if any, is recorded
-                if refresh is not None:
-                    found_pre = resuming_.refreshed(cc, run, *refresh, now=clock())
-            elif model.spec != run.model and run.status != "ended":
-                found_pre = resuming_.switched(cc, run, model.spec, now=clock())
-            if found_pre is None:
-                continue
-            rt.enter(run)
-            span = rt.transition(run, found_pre, time.time_ns())
-            record = _stamped(found_pre, span)
-            try:
-                await store.append(record, lease)
-            except BaseException as exc:
-                rt.transition_end(span, record, stored=False, error=exc)
-                raise
-            rt.transition_end(span, record)
-            session.absorb(run, record)
-            run = record.run
-            yield record
-        dirty = False
-        while True:
-            in_flight = run.state.endswith(".act")
-            rt.enter(run)
-            found = await step(chart, run, model=model, session=session, clock=clock)
-            if found is None:
-                in_flight = False
-                return
-            record = found
-            try:
-                await store.append(record, lease)
-            except ConflictError as exc:
-                rt.transition_end(session.span, record, stored=False, error=exc)
-                latest = await store.load(run_id)
-                if latest.state != CANCELLED:
-                    raise
-                late = resuming_.late_result(cc, latest, record, now=clock())
-                if late is not None:  # the call finished after the cancel: keep its result
-                    late_span = rt.transition(latest, late, time.time_ns())
-                    late = _stamped(late, late_span)
-                    await store.append(late, lease)
-                    rt.transition_end(late_span, late)
-                    in_flight = False
-                    yield late
-                run = latest
-                return
-            except BaseException as exc:
-                rt.transition_end(session.span, record, stored=False, error=exc)
-                raise
-            rt.transition_end(session.span, record)
-            if record.opened is not None:
-                failpoints.hit("intent.recorded")
-            in_flight = False
-            session.absorb(run, record)
-            run = record.run
+        async for opening in d.prelude(run_id, resuming, migrate):
+            yield opening
+        d.dirty = False
+        while (record := await d.next()) is not None:
             yield record
     except BaseException as exc:
         if not isinstance(exc, GeneratorExit):  # closing the iterator early is no failure
-            failure = exc
+            d.failure = exc
         raise
     finally:
-        if rt is not None:
-            rt.close(run if isinstance(run, Run) else None, failure)
+        await d.close()
+
+
+@dataclass
+class _Drive:
+    """One drive of one run: what it holds between steps and what releasing must know."""
+
+    chart: Chart
+    cc: CompiledChart
+    store: Store
+    model: Model
+    clock: Clock
+    lease: Lease
+    dirty: bool = False
+    """True while a takeover is not yet recorded: release leaves the lease abandoned."""
+    in_flight: bool = False
+    """True while a tool call may be running: release leaves the lease abandoned."""
+    run: Run | None = None
+    session: Session = field(default_factory=Session)
+    trace: tracing.RunTrace | None = None
+    hooks: StepHooks | None = None
+    failure: BaseException | None = None
+    cancelled: bool = False
+    """Set once another writer cancelled the run: nothing more is stepped."""
+
+    async def prelude(
+        self, run_id: str, resuming: bool, migrate: Migration | None
+    ) -> AsyncGenerator[Step, None]:
+        """Read and check everything first; then store the events a drive opens with: a
+        migration, a takeover, a resume refresh, a switch of model (each only if due)."""
+        run = self.run = await self.store.load(run_id)
+        migrated = await lineage.checked_version(self.chart, run, self.store, migrate, self.clock())
+        current = migrated.run if migrated is not None else run
+        self.session = await load_session(self.store, current)
+        refresh = await _refresh_inputs(self.chart, current, self.store) if resuming else None
+        # The last span to link to: only a run that was traced from its start has one.
+        last = (
+            (await self.store.events(run_id, after=run.seq - 1))[-1:]
+            if run.seq and run.trace
+            else []
+        )
+        self.trace = tracing.RunTrace(self.cc, run, self.model.spec, last[0].span if last else None)
+        self.hooks = self.trace if self.trace.on else None
+        cc, now = self.cc, self.clock
+        openers: list[Callable[[Run], Step | None]] = [
+            lambda r: migrated,
+            lambda r: _takeover(cc, r, self.lease, now),
+            lambda r: None if refresh is None else resuming_.refreshed(cc, r, *refresh, now=now()),
+            lambda r: (
+                resuming_.switched(cc, r, self.model.spec, now=now())
+                if self.model.spec != r.model and r.status != "ended"
+                else None
+            ),
+        ]
+        for opener in openers:
+            record = opener(self.run)
+            if record is not None:
+                yield await self._stored(self._made(self.run, record))
+            if opener is openers[1]:
+                self.dirty = False  # the takeover, if any, is stored
+
+    async def next(self) -> Step | None:
+        """Make and store the next transition; None once the run waits or ends."""
+        if self.run is None or self.cancelled:
+            return None
+        self.in_flight = self.run.state.endswith(".act")
+        record = await step(
+            self.chart,
+            self.run,
+            model=self.model,
+            session=self.session,
+            clock=self.clock,
+            hooks=self.hooks,
+        )
+        if record is None:
+            self.in_flight = False
+            return None
+        try:
+            stored = await self._stored(record)
+        except ConflictError as exc:
+            return await self._after_cancel(record, exc)
+        if stored.opened is not None:
+            failpoints.hit("intent.recorded")
+        self.in_flight = False
+        return stored
+
+    def _made(self, before: Run, record: Step, *, enter: bool = True) -> Step:
+        """A record the engine made outside `step()`, shown to the hooks as a step."""
+        if self.hooks is None:
+            return record
+        if enter:
+            self.hooks.before_step(run=before)
+        return self.hooks.after_step(before=before, record=record, started_ns=time.time_ns())
+
+    async def _stored(self, record: Step) -> Step:
+        """Append `record` (one durable row), tell the hooks, and move the run on."""
+        assert self.run is not None
+        try:
+            await self.store.append(record, self.lease)
+        except BaseException as exc:
+            if self.hooks is not None:
+                self.hooks.step_stored(record=record, error=exc)
+            raise
+        if self.hooks is not None:
+            self.hooks.step_stored(record=record)
+        self.session.absorb(self.run, record)
+        self.run = record.run
+        return record
+
+    async def _after_cancel(self, ran: Step, conflict: ConflictError) -> Step | None:
+        """Another writer came first: if it cancelled the run, keep the result of the call
+        that finished after the cancel (a `late_result` event); otherwise re-raise."""
+        latest = await self.store.load(ran.run.run_id)
+        if latest.state != CANCELLED:
+            raise conflict
+        self.run, self.cancelled = latest, True
+        late = resuming_.late_result(self.cc, latest, ran, now=self.clock())
+        if late is None:
+            return None
+        stored = await self._stored(self._made(latest, late, enter=False))
+        self.in_flight = False
+        self.run = latest
+        return stored
+
+    async def close(self) -> None:
+        """End the drive's spans, then release the lease (clean unless a call or a takeover
+        is in doubt)."""
+        if self.trace is not None:
+            self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):
-            await store.release(lease, clean=not (in_flight or dirty))
+            await self.store.release(self.lease, clean=not (self.in_flight or self.dirty))
 
 
 def _takeover(cc: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:

@@ -7,6 +7,13 @@ appending to `MIGRATIONS`; never edit a released one.
 
 from __future__ import annotations
 
+import sqlite3
+
+from statechart.errors import SchemaVersionError, StoreError
+
+BACKSTOP_PAGES = 10_000
+"""WAL pages after which SQLite checkpoints inside a COMMIT (the background one is first)."""
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         # The latest snapshot of each run (bounded fields only) and its lease.
@@ -91,3 +98,52 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
+
+
+def open_schema(db: sqlite3.Connection, path: str, durability: str) -> None:
+    """Check that `db` is a statechart store this package can read (or a new file), set its
+    pragmas, and migrate it to `SCHEMA_VERSION`; raises without changing a foreign file."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        db.close()
+        raise StoreError(
+            f"{path} is an SQLite database of another program (it has tables but no "
+            "statechart schema version); choose another file (nothing was changed)"
+        )
+    if version > SCHEMA_VERSION:
+        db.close()
+        raise SchemaVersionError(
+            f"{path} has schema version {version}, newer than this statechart's "
+            f"{SCHEMA_VERSION}; upgrade statechart to open it (nothing was changed)"
+        )
+    db.execute("PRAGMA journal_mode=WAL")
+    # The background checkpointer keeps the WAL short; SQLite's own checkpoint, inside
+    # some COMMIT, is only the backstop for when it falls behind.
+    db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+    db.execute(f"PRAGMA synchronous={'FULL' if durability == 'power' else 'NORMAL'}")
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            now = db.execute("PRAGMA user_version").fetchone()[0]
+            if now < target:  # another process may have migrated meanwhile
+                for statement in MIGRATIONS[target]:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={target}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+class transaction:
+    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")

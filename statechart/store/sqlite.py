@@ -24,7 +24,6 @@ from statechart.errors import (
     LeaseHeldError,
     LeaseLostError,
     RunNotFoundError,
-    SchemaVersionError,
     StoreError,
 )
 from statechart.records.messages import Message
@@ -41,11 +40,10 @@ from statechart.store.rows import (
     messages_of,
     parse,
 )
-from statechart.store.schema import MIGRATIONS, SCHEMA_VERSION
+from statechart.store.schema import open_schema, transaction
 
 Durability = Literal["process", "power"]
 T = TypeVar("T")
-BACKSTOP_PAGES = 10_000
 """WAL pages (4 KiB) past which SQLite checkpoints inside a COMMIT itself."""
 
 
@@ -75,43 +73,10 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
-            self._open()
+            open_schema(self._db, self.path, self.durability)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} cannot be opened as a statechart store: {exc}") from None
         self._checkpointer = Checkpointer(self.path)
-
-    def _open(self) -> None:
-        db = self._db
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            db.close()
-            raise StoreError(
-                f"{self.path} is an SQLite database of another program (it has tables but no "
-                "statechart schema version); choose another file (nothing was changed)"
-            )
-        if version > SCHEMA_VERSION:
-            db.close()
-            raise SchemaVersionError(
-                f"{self.path} has schema version {version}, newer than this statechart's "
-                f"{SCHEMA_VERSION}; upgrade statechart to open it (nothing was changed)"
-            )
-        db.execute("PRAGMA journal_mode=WAL")
-        # The background checkpointer keeps the WAL short; SQLite's own checkpoint, inside
-        # some COMMIT, is only the backstop for when it falls behind.
-        db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
-        db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'power' else 'NORMAL'}")
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                now = db.execute("PRAGMA user_version").fetchone()[0]
-                if now < target:  # another process may have migrated meanwhile
-                    for statement in MIGRATIONS[target]:
-                        db.execute(statement)
-                    db.execute(f"PRAGMA user_version={target}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
 
     def close(self) -> None:
         """Stop the checkpointer and close the connection (SQLite checkpoints the WAL)."""
@@ -144,7 +109,7 @@ class SQLiteStore:
 
     def _create(self, run: Run, intents: Sequence[Intent]) -> None:
         snapshot = run.model_dump_json(exclude_defaults=True)
-        with _tx(self._db) as db:
+        with transaction(self._db) as db:
             try:
                 db.execute(
                     "INSERT INTO runs (run_id, chart, status, state, seq, snapshot) "
@@ -170,7 +135,7 @@ class SQLiteStore:
         run_id = event.run_id
         snapshot = run.model_dump_json(exclude_defaults=True)
         row = event_row(step)
-        with _tx(self._db) as db:
+        with transaction(self._db) as db:
             if lease is None:
                 cur = db.execute(
                     "UPDATE runs SET status=?, state=?, seq=?, snapshot=? WHERE run_id=? AND seq=?",
@@ -232,7 +197,7 @@ class SQLiteStore:
         return await self._call(self._acquire, run_id, holder, ttl)
 
     def _acquire(self, run_id: str, holder: str, ttl: float) -> Lease:
-        with _tx(self._db) as db:
+        with transaction(self._db) as db:
             found = db.execute(
                 "SELECT lease_holder, lease_expires, lease_seq, seq FROM runs WHERE run_id=?",
                 (run_id,),
@@ -264,7 +229,7 @@ class SQLiteStore:
         await self._call(self._release, lease, clean)
 
     def _release(self, lease: Lease, clean: bool) -> None:
-        with _tx(self._db) as db:
+        with transaction(self._db) as db:
             db.execute(
                 "UPDATE runs SET lease_holder=CASE WHEN ? THEN NULL ELSE lease_holder END, "
                 "lease_expires=0 WHERE run_id=? AND lease_holder=?",
@@ -282,7 +247,7 @@ class SQLiteStore:
     def _save_chart(self, version: str, description: str, source: str | None) -> None:
         if source is None and version in self._saved:
             return  # a chart's rows are never deleted: saved once per connection is enough
-        with _tx(self._db) as db:
+        with transaction(self._db) as db:
             db.execute(
                 "INSERT OR IGNORE INTO charts (version, description) VALUES (?, ?)",
                 (version, description),
@@ -386,17 +351,3 @@ class SQLiteStore:
             "SELECT description FROM charts WHERE version=?", (version,)
         ).fetchone()
         return None if found is None else str(found[0])
-
-
-class _tx:
-    """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -19,42 +19,38 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from statechart.chart.tools import canonical_json
-from statechart.engine import CompiledChart, Level, Reconciled
+from statechart.engine import CallModel, CompiledChart, Effect, Level, Reconciled, RunTool
 from statechart.errors import ConflictError
 from statechart.records.messages import Reply
 from statechart.records.run import Run, Step
 from statechart.records.spent import spent_of
+from statechart.tracing.attributes import (
+    ACTOR,
+    BUDGET,
+    CAPTURE_CONTENT_ENV,
+    ERROR_TYPE,
+    EXHAUSTED,
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GUARD_REFUSED,
+    RUN_ID,
+    SOURCE,
+    STATE,
+    STEP,
+    TARGET,
+    TRIGGER,
+)
 
-# OpenTelemetry GenAI semantic conventions (defined here: the semconv package marks
-# the GenAI names experimental and deprecates them between releases).
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_AGENT_NAME = "gen_ai.agent.name"
-GEN_AI_AGENT_ID = "gen_ai.agent.id"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_TOOL_NAME = "gen_ai.tool.name"
-GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
-GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
-GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
-ERROR_TYPE = "error.type"
-
-# Framework facts.
-RUN_ID = "statechart.run.id"
-STATE = "statechart.state"
-SOURCE = "statechart.source"
-TARGET = "statechart.target"
-TRIGGER = "statechart.trigger"
-ACTOR = "statechart.actor"
-STEP = "statechart.step"
-GUARD_REFUSED = "statechart.guard.refused"
-EXHAUSTED = "statechart.budget.exhausted"
-BUDGET = "statechart.budget"
-"""Prefix: `statechart.budget.<level>.<kind>.spent` and `.left` (`root` is the chart)."""
-
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
 """Put tool arguments and results on spans (they may hold personal data): off unless set."""
 
@@ -158,6 +154,45 @@ class RunTrace:
         self.on = self.root.is_recording()
         self.states: dict[str, Span] = {}
         self._token: Token[Context] | None = None
+        self._effect: Span | None = None
+        self._transition: Span | None = None
+
+    # -- state visits -------------------------------------------------------------------
+
+    # -- the driver's hooks (runtime.hooks.StepHooks) -------------------------------------
+
+    def before_step(self, *, run: Run) -> None:
+        """Open a span for every user state active at `run.state` that has none."""
+        self.enter(run)
+
+    def effect_started(self, *, run: Run, effect: Effect) -> None:
+        """Open the effect's span: `chat {model}`, `execute_tool {tool}`, or for a handler
+        (or a decision) none, with the state's span made current."""
+        if isinstance(effect, CallModel):
+            self._effect = self.effect_start(run)
+        elif isinstance(effect, RunTool):
+            self._effect = self.effect_start(
+                run, effect.tool.name, effect.call.id, effect.arguments
+            )
+        else:
+            self._effect = self.effect_start(run, handler=True)
+
+    def effect_ended(self, *, outcome: Any) -> None:
+        """End the effect's span with its outcome."""
+        span, self._effect = self._effect, None
+        self.effect_end(span, outcome)
+
+    def after_step(self, *, before: Run, record: Step, started_ns: int) -> Step:
+        """Open the transition's span; the record to store carries its span id."""
+        span = self._transition = self.transition(before, record, started_ns)
+        if span is None:
+            return record
+        return record.with_span(format(span.get_span_context().span_id, "016x"))
+
+    def step_stored(self, *, record: Step, error: BaseException | None = None) -> None:
+        """End the transition's span (as an error when the store refused the record)."""
+        span, self._transition = self._transition, None
+        self.transition_end(span, record, stored=error is None, error=error)
 
     # -- state visits -------------------------------------------------------------------
 
@@ -403,51 +438,3 @@ def failed(span: Span, exc: BaseException) -> None:
     kind = type(exc).__qualname__
     span.set_status(Status(StatusCode.ERROR, str(exc) if capture_content else kind))
     span.set_attribute(ERROR_TYPE, kind)
-
-
-def configure(
-    service_name: str | None = None,
-    *,
-    exporter: str = "otlp",
-    batch: bool = True,
-    content: bool | None = None,
-) -> Any:
-    """Install an SDK tracer provider exporting spans, and return it (call `shutdown()` on
-    it at exit to flush). `exporter="otlp"` sends OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`
-    (or `..._TRACES_ENDPOINT`; default http://localhost:4318), with the other standard
-    `OTEL_EXPORTER_OTLP_*` variables; `"console"` prints spans; `"none"` records without
-    exporting. The service name defaults to `OTEL_SERVICE_NAME`, else "statechart". An
-    application with its own provider needs none of this."""
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SimpleSpanProcessor,
-        SpanExporter,
-    )
-
-    global capture_content
-    if content is not None:
-        capture_content = content
-    name = service_name or os.environ.get("OTEL_SERVICE_NAME") or "statechart"
-    provider = TracerProvider(resource=Resource.create({"service.name": name}))
-    chosen: SpanExporter | None = None
-    if exporter == "otlp":
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        except ImportError:
-            raise ImportError(
-                "OTLP export needs the otlp extra: pip install 'statechart[otlp]'"
-            ) from None
-        chosen = OTLPSpanExporter()
-    elif exporter == "console":
-        chosen = ConsoleSpanExporter()
-    elif exporter != "none":
-        raise ValueError(f"exporter={exporter!r}; use 'otlp', 'console' or 'none'")
-    if chosen is not None:
-        provider.add_span_processor(
-            BatchSpanProcessor(chosen) if batch else SimpleSpanProcessor(chosen)
-        )
-    trace.set_tracer_provider(provider)
-    return provider

@@ -1,0 +1,38 @@
+"""What a driver keeps beside a run: the current visit's transcript and the fingerprints of
+the calls that ran. Rebuilt from the store on start and resume (`load_session`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from statechart.records.messages import Message
+from statechart.records.run import Run, Step
+
+
+@dataclass
+class Session:
+    """The memory `plan()` reads beside the run, kept in line by `absorb()` after each step."""
+
+    transcript: list[Message] = field(default_factory=list)
+    """The messages of the current visit of the current model state."""
+    fingerprints: set[str] = field(default_factory=set)
+    """Fingerprints of every call that ran in this run (and its fork parents)."""
+    carry_ms: float = 0.0
+    """Wall time under a millisecond not yet charged, so many short steps still add up."""
+
+    def absorb(self, before: Run, step: Step) -> None:
+        """Keep the transcript and fingerprints in line with the run after `step`."""
+        after = step.run
+        if after.visit is None or before.visit is None or after.visit.seq != before.visit.seq:
+            self.transcript = []
+        elif step.delta:
+            self.transcript.extend(step.delta)
+        if step.event.fingerprint is not None:
+            self.fingerprints.add(step.event.fingerprint)
+
+    def charge_wall(self, seconds: float) -> int:
+        """Whole milliseconds to charge for `seconds` of driving; the rest carries over."""
+        self.carry_ms += seconds * 1000.0
+        whole = int(self.carry_ms)
+        self.carry_ms -= whole
+        return whole

@@ -1,0 +1,89 @@
+"""OpenTelemetry for runs: one trace per run, a span per drive, state visit, model call,
+tool call and transition, with the GenAI attribute names.
+
+Only the OpenTelemetry API is used by the framework; without a configured SDK every
+span is a no-op and nothing is exported. `configure()` (the one place that touches
+the SDK) sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
+"""
+
+from typing import Any
+
+from statechart.tracing import spans
+from statechart.tracing.attributes import (
+    ACTOR,
+    BUDGET,
+    CAPTURE_CONTENT_ENV,
+    ERROR_TYPE,
+    EXHAUSTED,
+    GEN_AI_AGENT_ID,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GUARD_REFUSED,
+    RUN_ID,
+    SOURCE,
+    STATE,
+    STEP,
+    TARGET,
+    TRIGGER,
+)
+from statechart.tracing.setup import configure
+from statechart.tracing.spans import (
+    RunTrace,
+    annotate,
+    failed,
+    human_transition,
+    run_trace_context,
+    tracer,
+    transition_attributes,
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "capture_content":  # set by `configure(content=...)`: read it live
+        return spans.capture_content
+    raise AttributeError(f"module 'statechart.tracing' has no attribute '{name}'")
+
+
+__all__ = [
+    "ACTOR",
+    "BUDGET",
+    "CAPTURE_CONTENT_ENV",
+    "ERROR_TYPE",
+    "EXHAUSTED",
+    "GEN_AI_AGENT_ID",
+    "GEN_AI_AGENT_NAME",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_TOOL_CALL_ARGUMENTS",
+    "GEN_AI_TOOL_CALL_ID",
+    "GEN_AI_TOOL_CALL_RESULT",
+    "GEN_AI_TOOL_NAME",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "GUARD_REFUSED",
+    "RUN_ID",
+    "SOURCE",
+    "STATE",
+    "STEP",
+    "TARGET",
+    "TRIGGER",
+    "RunTrace",
+    "annotate",
+    "configure",
+    "failed",
+    "human_transition",
+    "run_trace_context",
+    "tracer",
+    "transition_attributes",
+]
