@@ -8,13 +8,18 @@ from its events. No clock, no I/O, no awaiting. `io/`, `mining/` and
 
 from statechart.engine.advance import advance
 from statechart.engine.effects import (
+    Ask,
     CallModel,
     Decide,
     Effect,
     Ended,
+    Escalate,
+    Exhaust,
     Reconciled,
+    Refuse,
     RunHandler,
     RunTool,
+    TakeNextState,
     Wait,
     calls_cap_refusal,
     first_exhausted,
@@ -24,7 +29,7 @@ from statechart.engine.effects import (
 )
 from statechart.engine.machine import EXIT
 from statechart.engine.moves import checked_patch, commit, try_move, typed_context
-from statechart.engine.replay import edges, fold, replay, status_of
+from statechart.engine.replay import fold, replay
 from statechart.engine.session import Session
 from statechart.engine.tables import (
     CANCEL,
@@ -35,22 +40,28 @@ from statechart.engine.tables import (
     compiled,
     exhaust,
     go,
+    status_of,
 )
 
 __all__ = [
     "CANCEL",
     "EXIT",
+    "Ask",
     "CallModel",
     "CompiledChart",
     "Decide",
     "Effect",
     "Ended",
+    "Escalate",
+    "Exhaust",
     "Level",
     "Move",
     "Reconciled",
+    "Refuse",
     "RunHandler",
     "RunTool",
     "Session",
+    "TakeNextState",
     "Transition",
     "Wait",
     "advance",
@@ -58,7 +69,6 @@ __all__ = [
     "checked_patch",
     "commit",
     "compiled",
-    "edges",
     "exhaust",
     "first_exhausted",
     "fold",

@@ -16,12 +16,16 @@ from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import outcome_class, parse_arguments, render_result
 from statechart.engine.effects import (
     TOOL_STEP,
+    Ask,
     CallModel,
-    Decide,
     Effect,
+    Escalate,
+    Exhaust,
     Reconciled,
+    Refuse,
     RunHandler,
     RunTool,
+    TakeNextState,
 )
 from statechart.engine.moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
 from statechart.engine.prompt import model_view
@@ -50,25 +54,24 @@ def advance(
         return _after_tool(cc, run, effect, outcome, now, wall)
     if isinstance(effect, RunHandler):
         return _after_handler(cc, run, effect, outcome, now, wall)
-    if isinstance(effect, Decide):
-        if effect.what == "exhaust":
-            return route_exhausted(cc, run, effect.detail, now, wall)
-        if effect.what == "refuse":
-            return _refuse_call(cc, run, effect.detail, now, wall)
-        if effect.what == "next_state":
-            return _next_state(cc, run, now, wall)
-        if effect.what == "ask":
-            return _ask(cc, run, effect.detail, now, wall)
-        if effect.what == "escalate":
-            return escalate(
-                cc,
-                run,
-                effect.detail,
-                now,
-                ONE_STEP + wall,
-                actor="system",
-                error=f"InvalidContext: {effect.detail}",
-            )
+    if isinstance(effect, Exhaust):
+        return route_exhausted(cc, run, effect.which, now, wall)
+    if isinstance(effect, Refuse):
+        return _refuse_call(cc, run, effect.reason, now, wall)
+    if isinstance(effect, TakeNextState):
+        return _next_state(cc, run, now, wall)
+    if isinstance(effect, Ask):
+        return _ask(cc, run, effect.reason, now, wall)
+    if isinstance(effect, Escalate):
+        return escalate(
+            cc,
+            run,
+            effect.reason,
+            now,
+            ONE_STEP + wall,
+            actor="system",
+            error=f"InvalidContext: {effect.reason}",
+        )
     raise ValueError(f"no transition follows effect {effect!r}")
 
 

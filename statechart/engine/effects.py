@@ -69,11 +69,40 @@ class RunHandler:
 
 
 @dataclass(frozen=True)
-class Decide:
-    """A move that needs no I/O: routing on exhaustion, a refusal, `next_state`, an approval ask."""
+class Exhaust:
+    """Route the run: the budget or cap `which` (`level:kind`) is spent."""
 
-    what: str
-    detail: str = ""
+    which: str
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Refuse the queued call at the head; `reason` goes back to the model."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class TakeNextState:
+    """Take the `next_state` call at the head of the queue (its move, guard and writes)."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Wait for a human to approve or reject the call at the head of the queue."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """Escalate: the run cannot go on here (`reason` says why)."""
+
+    reason: str
+
+
+Decide = Exhaust | Refuse | TakeNextState | Ask | Escalate
+"""A move that needs no I/O."""
 
 
 @dataclass(frozen=True)
@@ -102,14 +131,12 @@ def plan(cc: CompiledChart, run: Run, session: Session) -> Effect:
         return Wait(run.reason)
     spent = first_exhausted(cc, run, hard_only=True)
     if spent is not None:
-        return Decide("exhaust", spent)
+        return Exhaust(spent)
     effect = _plan_state(cc, run, session)
-    if isinstance(effect, (CallModel, RunTool)) or (
-        isinstance(effect, Decide) and effect.what == "ask"
-    ):
+    if isinstance(effect, (CallModel, RunTool, Ask)):
         spent = first_exhausted(cc, run)
         if spent is not None:
-            return Decide("exhaust", spent)
+            return Exhaust(spent)
     return effect
 
 
@@ -121,7 +148,7 @@ def _plan_state(cc: CompiledChart, run: Run, session: Session) -> Effect:
         view = model_view(cc, visit.state)
         cap = view.state.max_iterations or 0
         if visit.iterations >= cap:
-            return Decide("exhaust", f"{visit.state}:iterations")
+            return Exhaust(f"{visit.state}:iterations")
         final = visit.iterations == cap - 1
         return CallModel(build_request(cc, run, session.transcript, final=final))
     if leaf.endswith(".act"):
@@ -134,7 +161,7 @@ def _plan_state(cc: CompiledChart, run: Run, session: Session) -> Effect:
         try:
             context = typed_context(cc, leaf, run.context)
         except ValidationError as exc:
-            return Decide("escalate", f"the context does not fit code state '{leaf}': {exc}")
+            return Escalate(f"the context does not fit code state '{leaf}': {exc}")
         return RunHandler(state, context)
     return Wait(run.reason) if state.kind == "approval" else Ended()
 
@@ -190,7 +217,7 @@ def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
     view = model_view(cc, run.visit.state)
     state = view.state
     if call.name == NEXT_STATE:
-        return Decide("next_state")
+        return TakeNextState()
     final = last_call(state, run.visit.iterations)
     tool = state.tool_map.get(call.name)
     if tool is None or final:
@@ -201,20 +228,19 @@ def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
             else f"tool '{call.name}' is not available in state '{view.path}' "
             f"(tools here: {offered}; or call {NEXT_STATE})"
         )
-        return Decide("refuse", why)
+        return Refuse(why)
     found = checked(tool, call)
     if isinstance(found, str):
-        return Decide("refuse", found)
+        return Refuse(found)
     fp = found.fingerprint
     refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
         tool, fp, session.fingerprints
     )
     if refusal is not None:
-        return Decide("refuse", refusal)
+        return Refuse(refusal)
     doubt = tool.retry if run.doubt == call.id else None
     if doubt == "never":
-        return Decide(
-            "ask",
+        return Ask(
             (
                 f"tool '{tool.name}' may have run before its driver stopped (intent recorded, "
                 f"no result; retry='never'): check its effect outside, then approve to run it "
@@ -222,7 +248,7 @@ def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
             ),
         )
     if tool.needs_approval and queued.approved_by is None:
-        return Decide("ask", f"tool '{tool.name}' needs approval in state '{view.path}'")
+        return Ask(f"tool '{tool.name}' needs approval in state '{view.path}'")
     key = queued.key or idempotency_key(run, tool, fp)
     args = parse_arguments(call)
     assert not isinstance(args, str)  # checked() parsed them

@@ -16,7 +16,7 @@ from statechart.engine.tables import CompiledChart, Move, Transition
 from statechart.errors import validation_problems
 from statechart.records.messages import Message
 from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
-from statechart.records.spent import ZERO, Spent
+from statechart.records.spent import Spent
 
 NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
@@ -144,10 +144,7 @@ def commit(
     if run.routed and usage.steps:
         update["routed"] = 0
     if not usage.is_zero():
-        ledger = dict(run.ledger)
-        for level in cc.levels_of(run.state):
-            ledger[level.key] = ledger.get(level.key, ZERO) + usage
-        update["ledger"] = ledger
+        update["ledger"] = cc.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")
     if patch:
         update["context"] = {**run.context, **patch}

@@ -37,7 +37,6 @@ def model_view(cc: CompiledChart, path: str) -> ModelView:
     view = cc.views.get(path)
     if view is None:
         view = cc.views[path] = _build_view(cc, path)
-    assert isinstance(view, ModelView)
     return view
 
 

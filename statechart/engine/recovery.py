@@ -12,7 +12,6 @@ from typing import Any
 
 from statechart.chart.chart import State
 from statechart.engine.moves import check_guard, checked_patch, commit
-from statechart.engine.replay import edges
 from statechart.engine.routing import escalate
 from statechart.engine.tables import CompiledChart
 from statechart.records.run import Run, Step
@@ -103,7 +102,7 @@ def refresh_problem(
     checked, problem = checked_patch(cc, owner, run, patch)
     if problem is not None:
         return f"on_resume of '{owner}': {problem}"
-    t = edges(cc).get(entering_edge) if entering_edge is not None else None
+    t = cc.user_edges.get(entering_edge) if entering_edge is not None else None
     if t is None or t.edge is None or t.edge.guard is None:
         return None
     refusal = check_guard(cc, run, t, checked)

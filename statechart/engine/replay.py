@@ -12,10 +12,8 @@ from typing import Any
 
 from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
-from statechart.engine.machine import EXIT
-from statechart.engine.tables import CompiledChart, Transition
+from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
-from statechart.records.spent import ZERO
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 
@@ -36,10 +34,7 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
         raise ValueError(f"event {e.seq} does not follow seq {run.seq} of run {run.run_id}")
     u: dict[str, Any] = {"seq": e.seq, "state": e.target}
     if not e.usage.is_zero():
-        ledger = dict(run.ledger)
-        for level in cc.levels_of(e.source):
-            ledger[level.key] = ledger.get(level.key, ZERO) + e.usage
-        u["ledger"] = ledger
+        u["ledger"] = cc.charged(run.ledger, e.source, e.usage)
     if e.exhausted is not None:
         u["routed"] = run.routed + 1
     elif run.routed and e.usage.steps:
@@ -111,7 +106,7 @@ def _entered(cc: CompiledChart, run: Run, e: Event, u: dict[str, Any]) -> None:
         for p in counted:
             visits[p] = visits.get(p, 0) + 1
         u["visits"] = visits
-    t = edges(cc).get(e.edge) if e.edge is not None else None
+    t = cc.user_edges.get(e.edge) if e.edge is not None else None
     if t is not None and t.edge is not None and t.edge.max_traversals is not None:
         u["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
     status = status_of(cc, e.target)
@@ -125,22 +120,3 @@ def _entered(cc: CompiledChart, run: Run, e: Event, u: dict[str, Any]) -> None:
         u["reason"] = f"ended in '{e.target}'"
     else:
         u["reason"] = ""
-
-
-def status_of(cc: CompiledChart, leaf: str) -> str:
-    """The status of a run whose current leaf is `leaf`."""
-    node_state = cc.nodes[leaf].state
-    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
-        return "waiting"
-    if cc.owner_state(leaf)[1].kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
-        return "ended"
-    return "running"
-
-
-def edges(cc: CompiledChart) -> dict[str, Transition]:
-    """The chart's user-edge transitions by `source->target` key."""
-    found = cc.views.get("#edges")
-    if found is None:
-        found = cc.views["#edges"] = {t.key: t for t in cc.transitions if t.edge is not None}
-    assert isinstance(found, dict)
-    return found

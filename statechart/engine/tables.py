@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Edge, State
@@ -19,7 +19,11 @@ from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, SUBSTATES
 from statechart.chart.validate import validate_root
 from statechart.engine.machine import EXIT, MachinePair
 from statechart.errors import IllegalTransitionError
-from statechart.records.spent import HARD_KINDS
+
+if TYPE_CHECKING:
+    from statechart.engine.prompt import ModelView
+from statechart.records.run import Status
+from statechart.records.spent import HARD_KINDS, ZERO, Spent
 
 INTERNAL = (
     ("propose", "think", "act"),
@@ -124,7 +128,7 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
-        self.views: dict[str, object] = {}
+        self.views: dict[str, ModelView] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
@@ -277,14 +281,20 @@ class CompiledChart:
         counted = tuple(p for p in entered if self.nodes[p].state is not None)
         owner, state = self.owner_state(leaf)
         visit = owner if state.kind == "model" and owner in entered else None
-        node_state = self.nodes[leaf].state
-        if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
-            status = "waiting"
-        elif state.kind == "terminal" and EXIT not in self.table.get(leaf, {}):
-            status = "ended"
-        else:
-            status = "running"
+        status = status_of(self, leaf)
         return Move(t, leaf, exited, entered, counted, visit, status)
+
+    @cached_property
+    def user_edges(self) -> dict[str, Transition]:
+        """The transitions that are the user's edges, by their counter key (full paths)."""
+        return {t.key: t for t in self.transitions if t.edge is not None}
+
+    def charged(self, ledger: dict[str, Spent], leaf: str, usage: Spent) -> dict[str, Spent]:
+        """A copy of `ledger` with `usage` added to every budget level around `leaf`."""
+        out = dict(ledger)
+        for level in self.levels_of(leaf):
+            out[level.key] = out.get(level.key, ZERO) + usage
+        return out
 
     def levels_of(self, leaf: str) -> tuple[Level, ...]:
         """Budget levels containing `leaf`, outermost first."""
@@ -351,3 +361,14 @@ def compiled(chart: Chart) -> CompiledChart:
         found = CompiledChart(chart)
         object.__setattr__(chart, "_compiled", found)
     return found
+
+
+def status_of(cc: CompiledChart, leaf: str) -> Status:
+    """The status of a run whose current leaf is `leaf`: `waiting` at an approval, `ended`
+    in a terminal that no sub-chart exit leaves, else `running`."""
+    node_state = cc.nodes[leaf].state
+    if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
+        return "waiting"
+    if cc.owner_state(leaf)[1].kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
+        return "ended"
+    return "running"

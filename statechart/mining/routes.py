@@ -9,7 +9,7 @@ from typing import Any
 from statechart.chart.tools import canonical_json
 from statechart.engine import CompiledChart
 from statechart.records.run import Run, evolve
-from statechart.records.spent import ZERO, Spent
+from statechart.records.spent import Spent
 
 MAX_HOPS = 8
 """Code states a single decision may pass through before the loop's next call."""
@@ -50,10 +50,7 @@ def way(cc: CompiledChart, leaf: str, arrived: Callable[[str], bool]) -> list[st
 
 def charged(cc: CompiledChart, run: Run, usage: Spent) -> Run:
     """The run with `usage` added to every budget level around its state (a what-if)."""
-    ledger = dict(run.ledger)
-    for level in cc.levels_of(run.state):
-        ledger[level.key] = ledger.get(level.key, ZERO) + usage
-    return evolve(run, {"ledger": ledger})
+    return evolve(run, {"ledger": cc.charged(run.ledger, run.state, usage)})
 
 
 def spent_text(spent: str) -> str:

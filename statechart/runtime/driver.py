@@ -33,7 +33,6 @@ from statechart.engine.effects import (
     plan,
 )
 from statechart.engine.moves import typed_context
-from statechart.engine.replay import edges
 from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart, compiled
 from statechart.errors import ConflictError
@@ -329,7 +328,7 @@ async def _refresh_inputs(
     if problem is None:
         guarded = any(
             t.dest == owner and t.edge is not None and t.edge.guard is not None
-            for t in edges(cc).values()
+            for t in cc.user_edges.values()
         )
         entering = await lineage.entering_edge(store, run, owner) if guarded else None
         problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)

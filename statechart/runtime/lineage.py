@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from statechart import tracing
 from statechart.chart.chart import Chart
 from statechart.engine.calls import open_call
-from statechart.engine.replay import edges, replay, status_of
-from statechart.engine.tables import compiled
+from statechart.engine.replay import replay
+from statechart.engine.tables import compiled, status_of
 from statechart.errors import ChartChangedError, RunError
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Step, evolve
@@ -71,7 +71,7 @@ def consistency_problem(chart: Chart, run: Run) -> str | None:
     unknown = sorted(
         {p for p in run.visits if p not in cc.nodes}
         | {k for k in run.ledger if k not in cc.levels}
-        | {k for k in run.traversals if k not in edges(cc)}
+        | {k for k in run.traversals if k not in cc.user_edges}
     )
     if unknown:
         return f"visit counters, ledgers or edge counters name {', '.join(unknown)}"
