@@ -76,7 +76,7 @@ class Edge:
     """How many times a run may take this edge; caps cycles through it."""
 
     @property
-    def key(self) -> str:
+    def label(self) -> str:
         """`source->target`, used in counters and error messages."""
         return f"{self.source}->{self.target}"
 
@@ -207,7 +207,7 @@ class Chart:
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")
         for e in self.edges:
-            lines.append(f"edge {e.key} guard={e.guard is not None} max={e.max_traversals}")
+            lines.append(f"edge {e.label} guard={e.guard is not None} max={e.max_traversals}")
         return "\n".join(lines)
 
 

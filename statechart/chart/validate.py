@@ -154,20 +154,20 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
         for end in (e.source, e.target):
             if end not in names:
                 raise UnknownTargetError(
-                    f"chart '{chart.name}', edge {e.key}: '{end}' is not a state of the chart; "
+                    f"chart '{chart.name}', edge {e.label}: '{end}' is not a state of the chart; "
                     "fix the name or add the state"
                 )
         if e.max_traversals is not None and e.max_traversals < 1:
-            raise ChartError(f"chart '{chart.name}', edge {e.key}: max_traversals must be >= 1")
+            raise ChartError(f"chart '{chart.name}', edge {e.label}: max_traversals must be >= 1")
         src = chart.state_map[e.source]
         if src.kind == "terminal":
-            raise ChartError(f"chart '{chart.name}', edge {e.key}: terminal states have no exits")
+            raise ChartError(f"chart '{chart.name}', edge {e.label}: terminal states have no exits")
         if src.kind == "chart":
             raise ChartError(
-                f"chart '{chart.name}', edge {e.key}: a chart state leaves through its "
+                f"chart '{chart.name}', edge {e.label}: a chart state leaves through its "
                 f"sub-chart's terminals; map them with exits= instead of an edge"
             )
-    keys = [e.key for e in chart.edges]
+    keys = [e.label for e in chart.edges]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise ChartError(f"chart '{chart.name}': edge {dupes[0]} is defined twice; keep one")

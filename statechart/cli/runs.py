@@ -46,13 +46,13 @@ def _progress(record: Step, chart: Chart) -> None:
     e, run = record.event, record.run
     parts = []
     for level in compiled(chart).levels_of(e.source):
-        spent = run.ledger.get(level.key)
+        spent = run.ledger.get(level.path)
         used = {kind: spent_of(spent, kind) if spent else 0 for kind in level.caps}
         caps = "  ".join(
             f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
             for kind, cap in level.caps.items()
         )
-        parts.append(f"{level.key}: {caps}" if level.key else caps)
+        parts.append(f"{level.path}: {caps}" if level.path else caps)
     note = e.refused or e.reason or ""
     budget = " | ".join(parts)
     typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note else ""))
@@ -281,10 +281,10 @@ def check(target: Annotated[str, typer.Argument(help="PATH.py:CHART")]) -> None:
 
     async def go() -> None:
         chart, _ = load_chart(target)
-        cc = compiled(chart)
+        compiled_chart = compiled(chart)
         typer.echo(
-            f"ok: {chart.name} version {chart.version}: {len(cc.nodes)} states, "
-            f"{len(cc.transitions)} transitions"
+            f"ok: {chart.name} version {chart.version}: {len(compiled_chart.nodes)} states, "
+            f"{len(compiled_chart.transitions)} transitions"
         )
 
     _run(go)

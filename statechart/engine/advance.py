@@ -27,8 +27,9 @@ from statechart.engine.effects import (
     RunTool,
     TakeNextState,
 )
-from statechart.engine.moves import NOT_EXECUTED, checked_patch, commit, drop_queue, try_move
+from statechart.engine.moves import checked_patch, commit, drop_queue, try_move
 from statechart.engine.prompt import model_view
+from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.tables import CompiledChart, Move, go
 from statechart.errors import validation_problems
@@ -38,7 +39,7 @@ from statechart.records.spent import ONE_STEP, ZERO, Spent
 
 
 def advance(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     effect: Effect,
     outcome: Any = None,
@@ -49,22 +50,22 @@ def advance(
     """Fold the outcome of `effect` into the next run and its event."""
     wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
     if isinstance(effect, CallModel):
-        return _after_model(cc, run, outcome, now, wall)
+        return _after_model(compiled_chart, run, outcome, now, wall)
     if isinstance(effect, RunTool):
-        return _after_tool(cc, run, effect, outcome, now, wall)
+        return _after_tool(compiled_chart, run, effect, outcome, now, wall)
     if isinstance(effect, RunHandler):
-        return _after_handler(cc, run, effect, outcome, now, wall)
+        return _after_handler(compiled_chart, run, effect, outcome, now, wall)
     if isinstance(effect, Exhaust):
-        return route_exhausted(cc, run, effect.which, now, wall)
+        return route_exhausted(compiled_chart, run, effect.which, now, wall)
     if isinstance(effect, Refuse):
-        return _refuse_call(cc, run, effect.reason, now, wall)
+        return _refuse_call(compiled_chart, run, effect.reason, now, wall)
     if isinstance(effect, TakeNextState):
-        return _next_state(cc, run, now, wall)
+        return _next_state(compiled_chart, run, now, wall)
     if isinstance(effect, Ask):
-        return _ask(cc, run, effect.reason, now, wall)
+        return _ask(compiled_chart, run, effect.reason, now, wall)
     if isinstance(effect, Escalate):
         return escalate(
-            cc,
+            compiled_chart,
             run,
             effect.reason,
             now,
@@ -75,7 +76,9 @@ def advance(
     raise ValueError(f"no transition follows effect {effect!r}")
 
 
-def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent) -> Step:
+def _after_model(
+    compiled_chart: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent
+) -> Step:
     assert run.visit is not None
     visit = evolve(run.visit, {"iterations": run.visit.iterations + 1})
     if isinstance(outcome, BaseException):
@@ -83,7 +86,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
         return escalate(
-            cc,
+            compiled_chart,
             run,
             reason,
             now,
@@ -110,7 +113,7 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
         )
         nudge = Message(role="user", content=f"refused: {why}")
         return commit(
-            cc,
+            compiled_chart,
             run,
             None,
             now,
@@ -119,38 +122,38 @@ def _after_model(cc: CompiledChart, run: Run, outcome: Any, now: float, wall: Sp
             actor="model",
             refused=why,
             result=why,
-            delta=(said, nudge),
+            messages=(said, nudge),
             update={"visit": visit},
         )
     calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
     queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
     extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
-    t = cc.resolve(run.state, "propose")
+    t = compiled_chart.resolve(run.state, "propose")
     assert t is not None
     return commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         usage,
         trigger="propose",
         actor="model",
         calls=reply.tool_calls,
-        delta=(said, *extra),
+        messages=(said, *extra),
         update={"visit": visit, "pending": queue},
     )
 
 
 def _after_tool(
-    cc: CompiledChart, run: Run, effect: RunTool, outcome: Any, now: float, wall: Spent
+    compiled_chart: CompiledChart, run: Run, effect: RunTool, outcome: Any, now: float, wall: Spent
 ) -> Step:
     assert run.visit is not None
     tool = effect.tool
     if isinstance(outcome, Reconciled) and outcome.failed is not None:
         exc = outcome.failed
         return _ask(
-            cc,
+            compiled_chart,
             run,
             (
                 f"the reconcile hook of tool '{tool.name}' raised {type(exc).__name__}: {exc}; the "
@@ -186,15 +189,15 @@ def _after_tool(
     visit = evolve(run.visit, counts)
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
-    t = cc.resolve(run.state, trigger)
+    t = compiled_chart.resolve(run.state, trigger)
     assert t is not None
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         usage,
         trigger=trigger,
@@ -205,20 +208,22 @@ def _after_tool(
         fingerprint=ran,
         reason=reason,
         outcome=outcome_class(outcome) if error is None else None,
-        delta=(msg,),
+        messages=(msg,),
         update={"visit": visit, "pending": pending},
     )
 
 
-def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
+def _refuse_call(
+    compiled_chart: CompiledChart, run: Run, why: str, now: float, wall: Spent
+) -> Step:
     head = run.pending[0].call
-    delta = drop_queue(run, f"refused: {why}")
-    t = cc.resolve(run.state, "results")
+    messages = drop_queue(run, f"refused: {why}")
+    t = compiled_chart.resolve(run.state, "results")
     assert t is not None
     return commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         ONE_STEP + wall,
         trigger="refuse",
@@ -226,57 +231,57 @@ def _refuse_call(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent)
         call=head,
         refused=why,
         result=f"refused: {why}",
-        delta=delta,
+        messages=messages,
         update={"pending": ()},
     )
 
 
-def _ask(cc: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
+def _ask(compiled_chart: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
     head = run.pending[0]
-    delta = drop_queue(run, "", keep_head=True)
+    messages = drop_queue(run, "", keep_head=True)
     run = run.model_copy(update={"pending": (head,), "reason": why})
-    t = cc.resolve(run.state, "ask")
+    t = compiled_chart.resolve(run.state, "ask")
     assert t is not None
     return commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         ONE_STEP + wall,
         trigger="ask",
         actor="system",
         call=head.call,
         reason=why,
-        delta=delta,
+        messages=messages,
     )
 
 
-def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
+def _next_state(compiled_chart: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
     assert run.visit is not None
     call = run.pending[0].call
-    view = model_view(cc, run.visit.state)
+    view = model_view(compiled_chart, run.visit.state)
     args = parse_arguments(call)
     if isinstance(args, str):
-        return _refuse_call(cc, run, args, now, wall)
+        return _refuse_call(compiled_chart, run, args, now, wall)
     try:
         parsed = view.writes.model_validate(args)
     except ValidationError as exc:
         problems = validation_problems(exc)
         why = f"bad {NEXT_STATE} arguments in state '{view.path}': {problems}"
-        return _refuse_call(cc, run, why, now, wall)
+        return _refuse_call(compiled_chart, run, why, now, wall)
     values = parsed.model_dump(mode="json", exclude_unset=True)
     target = values.pop("target")
-    values, problem = checked_patch(cc, view.path, run, values)
+    values, problem = checked_patch(compiled_chart, view.path, run, values)
     if problem is not None:
-        return _refuse_call(cc, run, problem, now, wall)
-    prefix = cc.nodes[view.path].prefix
-    move = try_move(cc, run, go(prefix + target), values)
+        return _refuse_call(compiled_chart, run, problem, now, wall)
+    prefix = compiled_chart.nodes[view.path].prefix
+    move = try_move(compiled_chart, run, go(prefix + target), values)
     if isinstance(move, str):
-        return _refuse_call(cc, run, move, now, wall)
+        return _refuse_call(compiled_chart, run, move, now, wall)
     text = f"moved to '{target}'"
     msg = Message(role="tool", tool_call_id=call.id, content=text)
     return commit(
-        cc,
+        compiled_chart,
         run,
         move,
         now,
@@ -287,19 +292,24 @@ def _next_state(cc: CompiledChart, run: Run, now: float, wall: Spent) -> Step:
         call=call,
         patch=values,
         result=text,
-        delta=(msg,),
+        messages=(msg,),
     )
 
 
 def _after_handler(
-    cc: CompiledChart, run: Run, effect: RunHandler, outcome: Any, now: float, wall: Spent
+    compiled_chart: CompiledChart,
+    run: Run,
+    effect: RunHandler,
+    outcome: Any,
+    now: float,
+    wall: Spent,
 ) -> Step:
     usage = ONE_STEP + wall
     here = run.state
     if isinstance(outcome, BaseException):
         error = f"{type(outcome).__name__}: {outcome}"
         why = f"handler of code state '{here}' raised {error}"
-        return escalate(cc, run, why, now, usage, actor="code", error=error)
+        return escalate(compiled_chart, run, why, now, usage, actor="code", error=error)
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
     if not (
         isinstance(decision, Decision)
@@ -311,16 +321,20 @@ def _after_handler(
             f"handler of code state '{here}' returned {outcome!r}; return a Decision or "
             "the name of a target state"
         )
-        return escalate(cc, run, why, now, usage, actor="code", error=f"InvalidDecision: {why}")
-    patch, problem = _validate_patch(cc, here, run, effect.state, dict(decision.patch))
+        return escalate(
+            compiled_chart, run, why, now, usage, actor="code", error=f"InvalidDecision: {why}"
+        )
+    patch, problem = _validate_patch(compiled_chart, here, run, effect.state, dict(decision.patch))
     if problem is None:
-        move = try_move(cc, run, go(cc.nodes[here].prefix + decision.target), patch)
+        move = try_move(
+            compiled_chart, run, go(compiled_chart.nodes[here].prefix + decision.target), patch
+        )
         problem = move if isinstance(move, str) else None
     if problem is not None:
-        return escalate(cc, run, problem, now, usage, actor="code", refused=problem)
+        return escalate(compiled_chart, run, problem, now, usage, actor="code", refused=problem)
     assert isinstance(move, Move)
     return commit(
-        cc,
+        compiled_chart,
         run,
         move,
         now,
@@ -333,7 +347,7 @@ def _after_handler(
 
 
 def _validate_patch(
-    cc: CompiledChart, path: str, run: Run, state: State, patch: dict[str, Any]
+    compiled_chart: CompiledChart, path: str, run: Run, state: State, patch: dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
     undeclared = sorted(set(patch) - set(state.writes))
     if undeclared:
@@ -341,4 +355,4 @@ def _validate_patch(
             f"code state '{path}' wrote {', '.join(undeclared)}, which it does not "
             "declare in writes="
         )
-    return checked_patch(cc, path, run, patch)
+    return checked_patch(compiled_chart, path, run, patch)

@@ -18,14 +18,14 @@ from statechart.records.messages import ToolCall
 from statechart.records.run import Intent, QueuedCall, Run, evolve
 
 
-def idempotency_key(run: Run, tool: Tool, fp: str) -> str:
+def idempotency_key(run: Run, tool: Tool, call_fingerprint: str) -> str:
     """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
     assert run.visit is not None
     occurrence = ""
     if tool.repeatable:
         done = run.visit.succeeded.get(tool.name, 0)
         occurrence = f"|{run.visits.get(run.visit.state, 0)}.{done}"
-    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{fp}{occurrence}"
+    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{call_fingerprint}{occurrence}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -49,7 +49,7 @@ def open_call(run: Run) -> QueuedCall | None:
 
 
 def track(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     before: Run,
     after: Run,
     seq: int,
@@ -68,7 +68,7 @@ def track(
         and head.call.name != NEXT_STATE
         and visit is not None
     ):
-        key = _key_for(cc, after, head.call)
+        key = _key_for(compiled_chart, after, head.call)
         if key is not None:
             head = evolve(head, {"key": key})
             after = evolve(after, {"pending": (head, *after.pending[1:])})
@@ -83,10 +83,10 @@ def track(
     return after, opened, closed
 
 
-def _key_for(cc: CompiledChart, run: Run, call: ToolCall) -> str | None:
+def _key_for(compiled_chart: CompiledChart, run: Run, call: ToolCall) -> str | None:
     """The key of a call that can run: a known tool with arguments that fit."""
     assert run.visit is not None
-    state = cc.nodes[run.visit.state].state
+    state = compiled_chart.nodes[run.visit.state].state
     tool = state.tool_map.get(call.name) if state is not None else None
     if tool is None:
         return None

@@ -123,43 +123,43 @@ Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
 # -- plan ---------------------------------------------------------------------------------
 
 
-def plan(cc: CompiledChart, run: Run, session: Session) -> Effect:
+def plan(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
     """The effect the run's current state needs next."""
     if run.status == "ended":
         return Ended()
     if run.status == "waiting":
         return Wait(run.reason)
-    spent = first_exhausted(cc, run, hard_only=True)
+    spent = first_exhausted(compiled_chart, run, hard_only=True)
     if spent is not None:
         return Exhaust(spent)
-    effect = _plan_state(cc, run, session)
+    effect = _plan_state(compiled_chart, run, session)
     if isinstance(effect, (CallModel, RunTool, Ask)):
-        spent = first_exhausted(cc, run)
+        spent = first_exhausted(compiled_chart, run)
         if spent is not None:
             return Exhaust(spent)
     return effect
 
 
-def _plan_state(cc: CompiledChart, run: Run, session: Session) -> Effect:
+def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
     leaf = run.state
     if leaf.endswith(".think"):
         visit = run.visit
         assert visit is not None
-        view = model_view(cc, visit.state)
+        view = model_view(compiled_chart, visit.state)
         cap = view.state.max_iterations or 0
         if visit.iterations >= cap:
             return Exhaust(f"{visit.state}:iterations")
         final = visit.iterations == cap - 1
-        return CallModel(build_request(cc, run, session.transcript, final=final))
+        return CallModel(build_request(compiled_chart, run, session.transcript, final=final))
     if leaf.endswith(".act"):
-        return _plan_call(cc, run, session)
-    node = cc.nodes[leaf]
+        return _plan_call(compiled_chart, run, session)
+    node = compiled_chart.nodes[leaf]
     state = node.state
     assert state is not None, leaf
     if state.kind == "code":
         assert state.handler is not None
         try:
-            context = typed_context(cc, leaf, run.context)
+            context = typed_context(compiled_chart, leaf, run.context)
         except ValidationError as exc:
             return Escalate(f"the context does not fit code state '{leaf}': {exc}")
         return RunHandler(state, context)
@@ -167,18 +167,18 @@ def _plan_state(cc: CompiledChart, run: Run, session: Session) -> Effect:
 
 
 def first_exhausted(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     hard_only: bool = False,
     leaf: str | None = None,
 ) -> str | None:
     """`level:kind` of the outermost spent level around `leaf` (only steps/wall if `hard_only`)."""
     ledger = run.ledger
-    for level in cc.levels_of(leaf or run.state):
-        spent = ledger.get(level.key, ZERO)
+    for level in compiled_chart.levels_of(leaf or run.state):
+        spent = ledger.get(level.path, ZERO)
         for kind, cap in level.hard if hard_only else level.all:
             if spent_of(spent, kind) >= cap:
-                return f"{level.key}:{kind}"
+                return f"{level.path}:{kind}"
     return None
 
 
@@ -200,9 +200,9 @@ def calls_cap_refusal(state: State, path: str, visit: Visit, tool: Tool) -> str 
     )
 
 
-def repeat_refusal(tool: Tool, fp: str, seen: Collection[str]) -> str | None:
+def repeat_refusal(tool: Tool, call_fingerprint: str, seen: Collection[str]) -> str | None:
     """Why a call whose fingerprint already ran is refused (unless repeatable), or None."""
-    if fp not in seen or tool.repeatable:
+    if call_fingerprint not in seen or tool.repeatable:
         return None
     return (
         f"tool '{tool.name}' already ran with these arguments; its result is above. "
@@ -210,11 +210,11 @@ def repeat_refusal(tool: Tool, fp: str, seen: Collection[str]) -> str | None:
     )
 
 
-def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
+def _plan_call(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
     assert run.visit is not None and run.pending
     queued = run.pending[0]
     call = queued.call
-    view = model_view(cc, run.visit.state)
+    view = model_view(compiled_chart, run.visit.state)
     state = view.state
     if call.name == NEXT_STATE:
         return TakeNextState()
@@ -232,9 +232,9 @@ def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
     found = checked(tool, call)
     if isinstance(found, str):
         return Refuse(found)
-    fp = found.fingerprint
+    call_fingerprint = found.fingerprint
     refusal = calls_cap_refusal(state, view.path, run.visit, tool) or repeat_refusal(
-        tool, fp, session.fingerprints
+        tool, call_fingerprint, session.fingerprints
     )
     if refusal is not None:
         return Refuse(refusal)
@@ -249,10 +249,10 @@ def _plan_call(cc: CompiledChart, run: Run, session: Session) -> Effect:
         )
     if tool.needs_approval and queued.approved_by is None:
         return Ask(f"tool '{tool.name}' needs approval in state '{view.path}'")
-    key = queued.key or idempotency_key(run, tool, fp)
+    key = queued.key or idempotency_key(run, tool, call_fingerprint)
     args = parse_arguments(call)
     assert not isinstance(args, str)  # checked() parsed them
-    return RunTool(call, tool, found.arguments, fp, key, tool.parse(args), doubt)
+    return RunTool(call, tool, found.arguments, call_fingerprint, key, tool.parse(args), doubt)
 
 
 # -- advance ------------------------------------------------------------------------------

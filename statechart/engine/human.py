@@ -7,6 +7,7 @@ from typing import Any
 
 from statechart.chart.tools import parse_arguments
 from statechart.engine.moves import commit, try_move
+from statechart.engine.reasons import not_executed
 from statechart.engine.tables import CANCEL, CompiledChart, go
 from statechart.errors import NotWaitingError, RunEndedError, RunError, ToolArgumentsError
 from statechart.records.messages import Message, ToolCall
@@ -15,7 +16,7 @@ from statechart.records.spent import ZERO
 
 
 def decide(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     *,
     approved: bool,
@@ -33,22 +34,22 @@ def decide(
     verb = "approved" if approved else "rejected"
     reason = f"{verb} by {by}" + (f": {note}" if note else "")
     if run.state.endswith(".approve"):
-        return _decide_call(cc, run, approved, by, reason, edits, now)
+        return _decide_call(compiled_chart, run, approved, by, reason, edits, now)
     if edits:
         raise RunError(
             f"run {run.run_id} waits in approval state '{run.state}', which has no pending call "
             "to edit; approve without edits"
         )
-    state = cc.nodes[run.state].state
+    state = compiled_chart.nodes[run.state].state
     assert state is not None
     target = state.on_approve if approved else state.on_reject
-    prefix = cc.nodes[run.state].prefix
+    prefix = compiled_chart.nodes[run.state].prefix
     run = run.model_copy(update={"status": "running", "reason": ""})
-    move = try_move(cc, run, go(prefix + str(target)), {})
+    move = try_move(compiled_chart, run, go(prefix + str(target)), {})
     if isinstance(move, str):
         waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
         return commit(
-            cc,
+            compiled_chart,
             waiting,
             None,
             now,
@@ -59,11 +60,13 @@ def decide(
             refused=move,
             by=by,
         )
-    return commit(cc, run, move, now, ZERO, trigger=verb, actor="human", reason=reason, by=by)
+    return commit(
+        compiled_chart, run, move, now, ZERO, trigger=verb, actor="human", reason=reason, by=by
+    )
 
 
 def _decide_call(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     approved: bool,
     by: str,
@@ -75,17 +78,17 @@ def _decide_call(
     call = head.call
     if approved:
         if edits:
-            call = _edited(cc, run, call, edits)
+            call = _edited(compiled_chart, run, call, edits)
         # An edit makes a new call: its intent is recorded again under a new key.
         queued = QueuedCall(call=call, approved_by=by, key=None if edits else head.key)
         before = run
         run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
-        t = cc.resolve(run.state, "approved")
+        t = compiled_chart.resolve(run.state, "approved")
         assert t is not None
         return commit(
-            cc,
+            compiled_chart,
             run,
-            cc.move(run.state, t),
+            compiled_chart.move(run.state, t),
             now,
             ZERO,
             trigger="approved",
@@ -96,15 +99,15 @@ def _decide_call(
             before=before,
             result=f"edited arguments: {edits}" if edits else None,
         )
-    msg = Message(role="tool", tool_call_id=call.id, content=f"not executed: {reason}")
+    msg = Message(role="tool", tool_call_id=call.id, content=not_executed(reason))
     before = run
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
-    t = cc.resolve(run.state, "rejected")
+    t = compiled_chart.resolve(run.state, "rejected")
     assert t is not None
     return commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         ZERO,
         trigger="rejected",
@@ -113,18 +116,20 @@ def _decide_call(
         reason=reason,
         call=call,
         result=msg.content,
-        delta=(msg,),
+        messages=(msg,),
         by=by,
     )
 
 
-def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) -> ToolCall:
+def _edited(
+    compiled_chart: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]
+) -> ToolCall:
     """The pending call with the human's edits, validated by the tool (or refused, unchanged)."""
     base = parse_arguments(call)
     if isinstance(base, str):
         base = {}  # malformed JSON from the model: the edit replaces it whole
     arguments = {**base, **edits}
-    owner, state = cc.owner_state(run.state)
+    owner, state = compiled_chart.owner_state(run.state)
     tool = state.tool_map.get(call.name)
     if tool is not None:
         unknown = sorted(set(edits) - set(tool.args_model.model_fields))
@@ -142,33 +147,35 @@ def _edited(cc: CompiledChart, run: Run, call: ToolCall, edits: dict[str, Any]) 
     return call.model_copy(update={"arguments": arguments})
 
 
-def cancel(cc: CompiledChart, run: Run, *, reason: str, now: float, by: str = "") -> Step:
+def cancel(
+    compiled_chart: CompiledChart, run: Run, *, reason: str, now: float, by: str = ""
+) -> Step:
     """End a run in `cancelled` from wherever it is."""
     if run.status == "ended":
         raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
-    t = cc.resolve(run.state, CANCEL)
+    t = compiled_chart.resolve(run.state, CANCEL)
     assert t is not None
     in_flight = run.state.endswith(".act")  # its head call may be running right now
-    delta = tuple(
+    messages = tuple(
         Message(
             role="tool",
             tool_call_id=q.call.id,
             content=f"cancelled: {reason}; this call may have started"
             if i == 0 and in_flight
-            else f"not executed: cancelled: {reason}",
+            else not_executed(f"cancelled: {reason}"),
         )
         for i, q in enumerate(run.pending)
     )
     step = commit(
-        cc,
+        compiled_chart,
         run,
-        cc.move(run.state, t),
+        compiled_chart.move(run.state, t),
         now,
         ZERO,
         trigger=CANCEL,
         actor="human",
         reason=reason,
-        delta=delta,
+        messages=messages,
         update={"pending": ()},
         keep_open=in_flight,
         by=by or None,

@@ -12,13 +12,12 @@ from pydantic import BaseModel, ValidationError
 
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
+from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
 from statechart.engine.tables import CompiledChart, Move, Transition
 from statechart.errors import validation_problems
 from statechart.records.messages import Message
 from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
 from statechart.records.spent import Spent
-
-NOT_EXECUTED = "not executed: an earlier call in the same reply was refused or is waiting"
 
 
 def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Message, ...]:
@@ -35,29 +34,31 @@ def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Messa
     return tuple(out)
 
 
-def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -> Move | str:
+def try_move(
+    compiled_chart: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]
+) -> Move | str:
     """The move `trigger` makes from the run's state, or the reason it is refused."""
-    t = cc.resolve(run.state, trigger)
+    t = compiled_chart.resolve(run.state, trigger)
     target = trigger.removeprefix("go:")
-    here = cc.owner_state(run.state)[0]
+    here = compiled_chart.owner_state(run.state)[0]
     if t is None:
-        legal = ", ".join(sorted(_targets(cc, run.state))) or "none"
+        legal = ", ".join(sorted(_targets(compiled_chart, run.state))) or "none"
         return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
     edge = t.edge
     if edge is not None and edge.max_traversals is not None:
-        taken = run.traversals.get(t.key, 0)
+        taken = run.traversals.get(t.counter, 0)
         if taken >= edge.max_traversals:
             return (
-                f"edge {t.key} was already taken {taken} time(s) "
+                f"edge {t.counter} was already taken {taken} time(s) "
                 f"(max_traversals={edge.max_traversals}); choose another target"
             )
     if edge is not None and edge.guard is not None:
-        refusal = check_guard(cc, run, t, patch)
+        refusal = check_guard(compiled_chart, run, t, patch)
         if refusal is not None:
             return refusal
-    move = cc.move(run.state, t)
+    move = compiled_chart.move(run.state, t)
     for path in move.entered:
-        state = cc.nodes[path].state
+        state = compiled_chart.nodes[path].state
         if state is not None and state.max_visits is not None:
             seen = run.visits.get(path, 0)
             if seen >= state.max_visits:
@@ -68,61 +69,63 @@ def try_move(cc: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]) -
     return move
 
 
-def _targets(cc: CompiledChart, leaf: str) -> list[str]:
-    here = cc.owner_state(leaf)[0]
-    prefix = cc.nodes[here].prefix
+def _targets(compiled_chart: CompiledChart, leaf: str) -> list[str]:
+    here = compiled_chart.owner_state(leaf)[0]
+    prefix = compiled_chart.nodes[here].prefix
     return [
         t.dest.removeprefix(prefix)
-        for t in cc.table.get(here, {}).values()
+        for t in compiled_chart.table.get(here, {}).values()
         if t.trigger.startswith("go:")
     ]
 
 
-def check_guard(cc: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]) -> str | None:
+def check_guard(
+    compiled_chart: CompiledChart, run: Run, t: Transition, patch: dict[str, Any]
+) -> str | None:
     """Why the guard of `t`'s edge refuses the move with `patch` applied, or None."""
     assert t.edge is not None and t.edge.guard is not None
     try:
-        context = typed_context(cc, t.source, {**run.context, **patch})
+        context = typed_context(compiled_chart, t.source, {**run.context, **patch})
     except ValidationError as exc:
         return f"the move to '{t.dest}' would leave an invalid context: {validation_problems(exc)}"
     facts = Facts(context=context, run=run, source=t.source, target=t.dest)
     try:
         verdict = t.edge.guard(facts)
     except Exception as exc:
-        return f"guard of edge {t.key} raised {type(exc).__name__}: {exc}"
+        return f"guard of edge {t.counter} raised {type(exc).__name__}: {exc}"
     if verdict is None or verdict is True:
         return None
     if verdict is False:
-        return f"guard of edge {t.key} refused the move"
-    return f"edge {t.key} refused: {verdict}"
+        return f"guard of edge {t.counter} refused the move"
+    return f"edge {t.counter} refused: {verdict}"
 
 
-def typed_context(cc: CompiledChart, path: str, context: dict[str, Any]) -> BaseModel:
+def typed_context(compiled_chart: CompiledChart, path: str, context: dict[str, Any]) -> BaseModel:
     """The context as the (validated) type of the chart that `path` belongs to."""
-    context_type = cc.nodes[path].chart.context
+    context_type = compiled_chart.nodes[path].chart.context
     return context_type.model_validate(
         {k: v for k, v in context.items() if k in context_type.model_fields}
     )
 
 
 def checked_patch(
-    cc: CompiledChart, path: str, run: Run, patch: dict[str, Any]
+    compiled_chart: CompiledChart, path: str, run: Run, patch: dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
     """`patch` as JSON values once the patched context passes its type's validation."""
     if not patch:
         return {}, None
     context = {**run.context, **patch}
     try:
-        merged = typed_context(cc, path, context)
-        if cc.nodes[path].prefix:  # inside a sub-chart: the root's type must agree too
-            cc.chart.context.model_validate(context)
+        merged = typed_context(compiled_chart, path, context)
+        if compiled_chart.nodes[path].prefix:  # inside a sub-chart: the root's type must agree too
+            compiled_chart.chart.context.model_validate(context)
     except ValidationError as exc:
         return {}, f"invalid values written in '{path}': {validation_problems(exc)}"
     return merged.model_dump(mode="json", include=set(patch)), None
 
 
 def commit(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     move: Move | None,
     now: float,
@@ -130,7 +133,7 @@ def commit(
     *,
     trigger: str,
     actor: Actor,
-    delta: tuple[Message, ...] = (),
+    messages: tuple[Message, ...] = (),
     update: dict[str, Any] | None = None,
     keep_open: bool = False,
     before: Run | None = None,
@@ -144,16 +147,16 @@ def commit(
     if run.routed and usage.steps:
         update["routed"] = 0
     if not usage.is_zero():
-        update["ledger"] = cc.charged(run.ledger, run.state, usage)
+        update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")
     if patch:
         update["context"] = {**run.context, **patch}
     visit_key = run.visit.seq if run.visit is not None else None
     if move is not None:
-        update.update(_entering(cc, run, move, seq))
+        update.update(_entering(compiled_chart, run, move, seq))
         fields["entered"], fields["exited"] = move.entered, move.exited
         if move.transition.edge is not None:
-            fields["edge"] = move.transition.key
+            fields["edge"] = move.transition.counter
     if run.doubt is not None and "doubt" not in update:
         handled = fields.get("call")
         update["doubt"] = doubt_after(
@@ -161,7 +164,9 @@ def commit(
             handled.id if handled is not None else None,
             update.get("pending", run.pending),
         )
-    after, opened, closed = track(cc, before or run, evolve(run, update), seq, keep_open=keep_open)
+    after, opened, closed = track(
+        compiled_chart, before or run, evolve(run, update), seq, keep_open=keep_open
+    )
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
     values = {
@@ -174,18 +179,18 @@ def commit(
         "trigger": trigger,
         "actor": actor,
         "usage": usage,
-        "visit": visit_key if delta else None,
-        "delta": len(delta),
+        "visit": visit_key if messages else None,
+        "delta": len(messages),
     }
     event = build(Event, values)
-    return Step(after, event, delta, opened, closed)
+    return Step(after, event, messages, opened, closed)
 
 
-def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
+def _entering(compiled_chart: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
     out: dict[str, Any] = {"state": move.leaf, "status": move.status}
     t = move.transition
     if t.edge is not None and t.edge.max_traversals is not None:
-        out["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
+        out["traversals"] = {**run.traversals, t.counter: run.traversals.get(t.counter, 0) + 1}
     if move.counted:
         visits = dict(run.visits)
         for p in move.counted:
@@ -193,10 +198,10 @@ def _entering(cc: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, An
         out["visits"] = visits
     if move.visit is not None:
         out["visit"] = Visit(state=move.visit, seq=seq)
-    elif cc.owner_state(move.leaf)[1].kind != "model":
+    elif compiled_chart.owner_state(move.leaf)[1].kind != "model":
         out["visit"] = None
     if move.status == "waiting":
-        out["reason"] = run.reason or f"waiting for approval in '{cc.owner_state(move.leaf)[0]}'"
+        out["reason"] = run.reason or waiting_for_approval(compiled_chart.owner_state(move.leaf)[0])
     elif move.status == "ended":
         out["reason"] = f"ended in '{move.leaf}'"
     elif run.reason:

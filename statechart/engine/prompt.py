@@ -32,16 +32,16 @@ class ModelView:
     """Validates `next_state` arguments: `target` and the fields the state writes."""
 
 
-def model_view(cc: CompiledChart, path: str) -> ModelView:
+def model_view(compiled_chart: CompiledChart, path: str) -> ModelView:
     """The view of the model state at `path` (cached per compiled chart)."""
-    view = cc.views.get(path)
+    view = compiled_chart.views.get(path)
     if view is None:
-        view = cc.views[path] = _build_view(cc, path)
+        view = compiled_chart.views[path] = _build_view(compiled_chart, path)
     return view
 
 
-def _build_view(cc: CompiledChart, path: str) -> ModelView:
-    node = cc.nodes[path]
+def _build_view(compiled_chart: CompiledChart, path: str) -> ModelView:
+    node = compiled_chart.nodes[path]
     state = node.state
     assert state is not None
     chart = node.chart
@@ -77,11 +77,11 @@ def _writes_model(chart: Chart, state: State, targets: tuple[str, ...]) -> type[
 
 
 def build_request(
-    cc: CompiledChart, run: Run, transcript: Sequence[Message], *, final: bool
+    compiled_chart: CompiledChart, run: Run, transcript: Sequence[Message], *, final: bool
 ) -> Request:
     """The request for one model call: instructions, read fields, this visit's transcript."""
     assert run.visit is not None
-    view = model_view(cc, run.visit.state)
+    view = model_view(compiled_chart, run.visit.state)
     state = view.state
     context = {k: run.context.get(k) for k in state.reads}
     return Request(
@@ -91,15 +91,15 @@ def build_request(
         transcript=tuple(transcript),
         tools=view.final_tools if final else view.tools,
         tool_choice="required",
-        max_tokens=max_tokens(cc, run, state.max_tokens),
+        max_tokens=max_tokens(compiled_chart, run, state.max_tokens),
     )
 
 
-def max_tokens(cc: CompiledChart, run: Run, asked: int | None) -> int | None:
+def max_tokens(compiled_chart: CompiledChart, run: Run, asked: int | None) -> int | None:
     """`asked`, lowered to the output (and total) tokens every level has left."""
     cap = asked
-    for level in cc.levels_of(run.state):
-        spent = run.ledger.get(level.key, ZERO)
+    for level in compiled_chart.levels_of(run.state):
+        spent = run.ledger.get(level.path, ZERO)
         for kind in ("output_tokens", "tokens"):
             left = remaining(level.caps, spent, kind)
             if left is not None:

@@ -18,12 +18,12 @@ from statechart.records.run import Run, Step
 from statechart.records.spent import ZERO
 
 
-def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -> Step:
+def takeover(compiled_chart: CompiledChart, run: Run, previous: str | None, *, now: float) -> Step:
     """The event recording that the open call may have run under a driver that stopped
     without releasing its lease; the next step settles it by the tool's retry policy."""
     head = run.pending[0].call
     assert run.visit is not None
-    state = cc.nodes[run.visit.state].state
+    state = compiled_chart.nodes[run.visit.state].state
     tool = state.tool_map.get(head.name) if state is not None else None
     policy = f"retry='{tool.retry}'" if tool is not None else "its retry policy"
     why = (
@@ -31,7 +31,7 @@ def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -
         f"lease: call {head.id} ({head.name}) may have run; settling it by {policy}"
     )
     return commit(
-        cc,
+        compiled_chart,
         run,
         None,
         now,
@@ -44,10 +44,10 @@ def takeover(cc: CompiledChart, run: Run, previous: str | None, *, now: float) -
     )
 
 
-def switched(cc: CompiledChart, run: Run, spec: str, *, now: float) -> Step:
+def switched(compiled_chart: CompiledChart, run: Run, spec: str, *, now: float) -> Step:
     """The event recording that the run is driven by another model from here on."""
     return commit(
-        cc,
+        compiled_chart,
         run,
         None,
         now,
@@ -60,14 +60,14 @@ def switched(cc: CompiledChart, run: Run, spec: str, *, now: float) -> Step:
     )
 
 
-def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step | None:
+def late_result(compiled_chart: CompiledChart, run: Run, ran: Step, *, now: float) -> Step | None:
     """The record of a tool call that finished after its run was cancelled (its intent
     closes with the result), or None when `ran` was not a tool call."""
     e = ran.event
     if e.call is None or e.actor != "code" or e.trigger not in ("next_call", "results"):
         return None
     step = commit(
-        cc,
+        compiled_chart,
         run,
         None,
         now,
@@ -85,7 +85,7 @@ def late_result(cc: CompiledChart, run: Run, ran: Step, *, now: float) -> Step |
 
 
 def refresh_problem(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     owner: str,
     state: State,
@@ -99,13 +99,13 @@ def refresh_problem(
             f"on_resume of '{owner}' returned {', '.join(undeclared)}, which the state "
             "neither reads nor writes; declare them or leave them out"
         )
-    checked, problem = checked_patch(cc, owner, run, patch)
+    checked, problem = checked_patch(compiled_chart, owner, run, patch)
     if problem is not None:
         return f"on_resume of '{owner}': {problem}"
-    t = cc.user_edges.get(entering_edge) if entering_edge is not None else None
+    t = compiled_chart.user_edges.get(entering_edge) if entering_edge is not None else None
     if t is None or t.edge is None or t.edge.guard is None:
         return None
-    refusal = check_guard(cc, run, t, checked)
+    refusal = check_guard(compiled_chart, run, t, checked)
     return (
         None
         if refusal is None
@@ -114,7 +114,7 @@ def refresh_problem(
 
 
 def refreshed(
-    cc: CompiledChart,
+    compiled_chart: CompiledChart,
     run: Run,
     patch: dict[str, Any],
     problem: str | None,
@@ -124,12 +124,12 @@ def refreshed(
     """The `resume` event applying the refresh, or the escalation when `problem` is set."""
     if problem is not None:
         return escalate(
-            cc, run, f"on resume: {problem}", now, ZERO, actor="system", refused=problem
+            compiled_chart, run, f"on resume: {problem}", now, ZERO, actor="system", refused=problem
         )
-    owner = cc.owner_state(run.state)[0]
-    checked, _ = checked_patch(cc, owner, run, patch)
+    owner = compiled_chart.owner_state(run.state)[0]
+    checked, _ = checked_patch(compiled_chart, owner, run, patch)
     return commit(
-        cc,
+        compiled_chart,
         run,
         None,
         now,

@@ -12,21 +12,22 @@ from typing import Any
 
 from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
+from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 
 
-def replay(cc: CompiledChart, base: Run, events: Iterable[Event]) -> Run:
+def replay(compiled_chart: CompiledChart, base: Run, events: Iterable[Event]) -> Run:
     """The run after folding `events` (those following `base`, in order) into `base`."""
     run = base
     for event in events:
-        run = fold(cc, run, event)
+        run = fold(compiled_chart, run, event)
     return run
 
 
-def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
+def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     """The run after one event."""
     if e.trigger == "migrate":
         raise ValueError(f"event {e.seq} of run {run.run_id} is a migration: replay from its base")
@@ -34,7 +35,7 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
         raise ValueError(f"event {e.seq} does not follow seq {run.seq} of run {run.run_id}")
     u: dict[str, Any] = {"seq": e.seq, "state": e.target}
     if not e.usage.is_zero():
-        u["ledger"] = cc.charged(run.ledger, e.source, e.usage)
+        u["ledger"] = compiled_chart.charged(run.ledger, e.source, e.usage)
     if e.exhausted is not None:
         u["routed"] = run.routed + 1
     elif run.routed and e.usage.steps:
@@ -49,9 +50,9 @@ def fold(cc: CompiledChart, run: Run, e: Event) -> Run:
         u["doubt"] = e.call.id
     elif run.doubt is not None:
         u["doubt"] = doubt_after(run.doubt, e.call.id if e.call is not None else None, u["pending"])
-    u["visit"] = _visit(cc, run, e, moved)
+    u["visit"] = _visit(compiled_chart, run, e, moved)
     if moved:
-        _entered(cc, run, e, u)
+        _entered(compiled_chart, run, e, u)
     elif e.trigger in ("approved", "rejected") and e.refused is not None:
         u["reason"] = f"{e.trigger}, but {e.refused}"
     return evolve(run, u)
@@ -79,7 +80,7 @@ def _pending(run: Run, e: Event, moved: bool) -> tuple[QueuedCall, ...]:
     return queue
 
 
-def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
+def _visit(compiled_chart: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
     visit = run.visit
     if visit is not None:
         if e.usage.model_calls:
@@ -91,7 +92,7 @@ def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
                 counts["succeeded"] = {**visit.succeeded, name: visit.succeeded.get(name, 0) + 1}
             visit = evolve(visit, counts)
     if moved:
-        owner, state = cc.owner_state(e.target)
+        owner, state = compiled_chart.owner_state(e.target)
         if state.kind == "model" and owner in e.entered:
             return Visit(state=owner, seq=e.seq)
         if state.kind != "model":
@@ -99,23 +100,23 @@ def _visit(cc: CompiledChart, run: Run, e: Event, moved: bool) -> Visit | None:
     return visit
 
 
-def _entered(cc: CompiledChart, run: Run, e: Event, u: dict[str, Any]) -> None:
-    counted = [p for p in e.entered if cc.nodes[p].state is not None]
+def _entered(compiled_chart: CompiledChart, run: Run, e: Event, u: dict[str, Any]) -> None:
+    counted = [p for p in e.entered if compiled_chart.nodes[p].state is not None]
     if counted:
         visits = dict(run.visits)
         for p in counted:
             visits[p] = visits.get(p, 0) + 1
         u["visits"] = visits
-    t = cc.user_edges.get(e.edge) if e.edge is not None else None
+    t = compiled_chart.user_edges.get(e.edge) if e.edge is not None else None
     if t is not None and t.edge is not None and t.edge.max_traversals is not None:
-        u["traversals"] = {**run.traversals, t.key: run.traversals.get(t.key, 0) + 1}
-    status = status_of(cc, e.target)
+        u["traversals"] = {**run.traversals, t.counter: run.traversals.get(t.counter, 0) + 1}
+    status = status_of(compiled_chart, e.target)
     u["status"] = status
-    owner = cc.owner_state(e.target)[0]
+    owner = compiled_chart.owner_state(e.target)[0]
     if e.trigger == "cancel":
         u["reason"] = f"cancelled: {e.reason}"
     elif status == "waiting":
-        u["reason"] = e.reason if e.trigger == "ask" else f"waiting for approval in '{owner}'"
+        u["reason"] = e.reason if e.trigger == "ask" else waiting_for_approval(owner)
     elif status == "ended":
         u["reason"] = f"ended in '{e.target}'"
     else:

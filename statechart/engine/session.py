@@ -25,8 +25,8 @@ class Session:
         after = step.run
         if after.visit is None or before.visit is None or after.visit.seq != before.visit.seq:
             self.transcript = []
-        elif step.delta:
-            self.transcript.extend(step.delta)
+        elif step.messages:
+            self.transcript.extend(step.messages)
         if step.event.fingerprint is not None:
             self.fingerprints.add(step.event.fingerprint)
 

@@ -68,7 +68,7 @@ class Transition:
     dest: str
     edge: Edge | None = None
     """The user's edge (with its guard and cap), if this transition is one."""
-    key: str = ""
+    counter: str = ""
     """`source->dest` in full paths: the traversal counter key of a capped edge."""
 
 
@@ -76,7 +76,7 @@ class Transition:
 class Level:
     """A budget level: its caps and the trigger that routes it when spent."""
 
-    key: str
+    path: str
     caps: dict[str, int]
     on_exhausted: str
     """Trigger fired (from anywhere below the level) when a cap is reached."""
@@ -287,13 +287,13 @@ class CompiledChart:
     @cached_property
     def user_edges(self) -> dict[str, Transition]:
         """The transitions that are the user's edges, by their counter key (full paths)."""
-        return {t.key: t for t in self.transitions if t.edge is not None}
+        return {t.counter: t for t in self.transitions if t.edge is not None}
 
     def charged(self, ledger: dict[str, Spent], leaf: str, usage: Spent) -> dict[str, Spent]:
         """A copy of `ledger` with `usage` added to every budget level around `leaf`."""
         out = dict(ledger)
         for level in self.levels_of(leaf):
-            out[level.key] = out.get(level.key, ZERO) + usage
+            out[level.path] = out.get(level.path, ZERO) + usage
         return out
 
     def levels_of(self, leaf: str) -> tuple[Level, ...]:
@@ -363,12 +363,14 @@ def compiled(chart: Chart) -> CompiledChart:
     return found
 
 
-def status_of(cc: CompiledChart, leaf: str) -> Status:
+def status_of(compiled_chart: CompiledChart, leaf: str) -> Status:
     """The status of a run whose current leaf is `leaf`: `waiting` at an approval, `ended`
     in a terminal that no sub-chart exit leaves, else `running`."""
-    node_state = cc.nodes[leaf].state
+    node_state = compiled_chart.nodes[leaf].state
     if leaf.endswith(".approve") or (node_state is not None and node_state.kind == "approval"):
         return "waiting"
-    if cc.owner_state(leaf)[1].kind == "terminal" and EXIT not in cc.table.get(leaf, {}):
+    if compiled_chart.owner_state(leaf)[
+        1
+    ].kind == "terminal" and EXIT not in compiled_chart.table.get(leaf, {}):
         return "ended"
     return "running"

@@ -111,8 +111,8 @@ def _seen(path: str, visited: set[str]) -> bool:
 
 def _active(chart: Chart, leaf: str) -> list[str]:
     """The user states containing `leaf` (its `.think`/`.act` parts are not drawn)."""
-    cc = compiled(chart)
-    return [p for p in cc.ancestors(leaf) if cc.nodes[p].state is not None]
+    compiled_chart = compiled(chart)
+    return [p for p in compiled_chart.ancestors(leaf) if compiled_chart.nodes[p].state is not None]
 
 
 _ESCAPES = {".": "__", "-": "_d_", "_": "_u_"}

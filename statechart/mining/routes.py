@@ -15,31 +15,33 @@ MAX_HOPS = 8
 """Code states a single decision may pass through before the loop's next call."""
 
 
-def targets(cc: CompiledChart, leaf: str) -> list[str]:
+def targets(compiled_chart: CompiledChart, leaf: str) -> list[str]:
     """Every `go:` target a move from `leaf` may name (its own level and the ones around)."""
     out: list[str] = []
-    for anc in cc.ancestors(leaf):
-        for trigger in cc.table.get(anc, {}):
+    for anc in compiled_chart.ancestors(leaf):
+        for trigger in compiled_chart.table.get(anc, {}):
             if trigger.startswith("go:") and trigger[3:] not in out:
                 out.append(trigger[3:])
     return out
 
 
-def way(cc: CompiledChart, leaf: str, arrived: Callable[[str], bool]) -> list[str] | None:
+def way(
+    compiled_chart: CompiledChart, leaf: str, arrived: Callable[[str], bool]
+) -> list[str] | None:
     """The shortest list of `go:` targets from `leaf` to a leaf where `arrived` holds: one
     decision, then only code states deciding (guards and caps are not asked here)."""
     frontier, seen = [(leaf, list[str]())], {leaf}
     while frontier:
         here, path = frontier.pop(0)
-        for target in targets(cc, here):
-            t = cc.resolve(here, "go:" + target)
+        for target in targets(compiled_chart, here):
+            t = compiled_chart.resolve(here, "go:" + target)
             if t is None:
                 continue
-            landed = cc.move(here, t).leaf
+            landed = compiled_chart.move(here, t).leaf
             if arrived(landed):
                 return [*path, target]
             if (
-                cc.owner_state(landed)[1].kind == "code"
+                compiled_chart.owner_state(landed)[1].kind == "code"
                 and landed not in seen
                 and len(path) < MAX_HOPS
             ):
@@ -48,9 +50,9 @@ def way(cc: CompiledChart, leaf: str, arrived: Callable[[str], bool]) -> list[st
     return None
 
 
-def charged(cc: CompiledChart, run: Run, usage: Spent) -> Run:
+def charged(compiled_chart: CompiledChart, run: Run, usage: Spent) -> Run:
     """The run with `usage` added to every budget level around its state (a what-if)."""
-    return evolve(run, {"ledger": cc.charged(run.ledger, run.state, usage)})
+    return evolve(run, {"ledger": compiled_chart.charged(run.ledger, run.state, usage)})
 
 
 def spent_text(spent: str) -> str:

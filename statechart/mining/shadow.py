@@ -62,10 +62,14 @@ class Shadow:
         self, run_id: str | None = None, context: Mapping[str, Any] | None = None
     ) -> ShadowRun:
         """A new shadow run at the chart's initial state."""
-        cc = compiled(self.chart)
-        leaf = cc.initial_leaf
-        owner, state = cc.owner_state(leaf)
-        entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
+        compiled_chart = compiled(self.chart)
+        leaf = compiled_chart.initial_leaf
+        owner, state = compiled_chart.owner_state(leaf)
+        entered = [
+            p
+            for p in reversed(compiled_chart.ancestors(leaf))
+            if compiled_chart.nodes[p].state is not None
+        ]
         ctx = self.chart.context.model_validate(dict(context or {})).model_dump(mode="json")
         rid = run_id or f"shadow-{uuid.uuid4().hex}"
         run = Run(

@@ -98,7 +98,7 @@ class ShadowRun:
             self.initial = self.run
 
     @property
-    def cc(self) -> CompiledChart:
+    def compiled_chart(self) -> CompiledChart:
         return compiled(self.chart)
 
     def wrap(self, dispatch: Callable[..., Any]) -> Callable[..., Any]:
@@ -155,7 +155,7 @@ class ShadowRun:
                 "illegal",
             )
             return
-        if tool not in self.cc.owner_state(self.run.state)[1].tool_map:
+        if tool not in self.compiled_chart.owner_state(self.run.state)[1].tool_map:
             host = self._host(tool)
             if host is None:
                 self._call(
@@ -166,7 +166,7 @@ class ShadowRun:
                     "tool",
                 )
                 return
-            path = way(self.cc, self.run.state, self._in(host))
+            path = way(self.compiled_chart, self.run.state, self._in(host))
             for target in path or [host]:
                 self._move(target, tool)
         patch: dict[str, Any] = {}
@@ -175,14 +175,16 @@ class ShadowRun:
                 wanted = dict(self.observe(tool, args or {}, result))
             except Exception:
                 wanted, outcome = {}, HOOK_ERROR
-            patch, problem = checked_patch(self.cc, self._owner(self.run.state), self.run, wanted)
+            patch, problem = checked_patch(
+                self.compiled_chart, self._owner(self.run.state), self.run, wanted
+            )
             if problem is not None:
                 outcome = HOOK_ERROR  # the hook wrote what the context type refuses
         why, kind = self._check_call(tool, args, outcome)
         self._call(tool, args, outcome, why, kind, patch)
 
     def _owner(self, leaf: str) -> str:
-        return self.cc.owner_state(leaf)[0]
+        return self.compiled_chart.owner_state(leaf)[0]
 
     def _in(self, host: str) -> Callable[[str], bool]:
         return lambda leaf: self._owner(leaf) == host
@@ -211,7 +213,7 @@ class ShadowRun:
         call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=args or {})
         self._add(
             commit(
-                self.cc,
+                self.compiled_chart,
                 self.run,
                 None,
                 self.clock(),
@@ -236,14 +238,15 @@ class ShadowRun:
         exits end the run) must end the chart's run."""
         if self.run.status == "ended":
             return
-        cc = self.cc
+        compiled_chart = self.compiled_chart
 
         def ends(leaf: str) -> bool:
             return (
-                status_of(cc, leaf) == "ended" and self._owner(leaf).rsplit(".", 1)[-1] not in ENDS
+                status_of(compiled_chart, leaf) == "ended"
+                and self._owner(leaf).rsplit(".", 1)[-1] not in ENDS
             )
 
-        path = way(cc, self.run.state, ends)
+        path = way(compiled_chart, self.run.state, ends)
         if path is not None:
             for target in path:
                 self._move(target, None)
@@ -256,10 +259,12 @@ class ShadowRun:
     def _host(self, tool: str) -> str | None:
         """The state offering `tool`: one a single move reaches first, then the first listed."""
         hosts = [
-            p for p, n in self.cc.nodes.items() if n.state is not None and tool in n.state.tool_map
+            p
+            for p, n in self.compiled_chart.nodes.items()
+            if n.state is not None and tool in n.state.tool_map
         ]
         for host in hosts:
-            if way(self.cc, self.run.state, self._in(host)):
+            if way(self.compiled_chart, self.run.state, self._in(host)):
                 return host
         return hosts[0] if hosts else None
 
@@ -267,9 +272,9 @@ class ShadowRun:
         self, tool: str, args: dict[str, Any] | None, outcome: str
     ) -> tuple[str | None, str]:
         """What the driver's planner would refuse about this call, in its order."""
-        cc, run = self.cc, self.run
-        here, state = cc.owner_state(run.state)
-        spent = first_exhausted(cc, run)
+        compiled_chart, run = self.compiled_chart, self.run
+        here, state = compiled_chart.owner_state(run.state)
+        spent = first_exhausted(compiled_chart, run)
         if spent is not None:
             return f"{_spent(spent)} is spent: the model would not have been called", "budget"
         visit = run.visit
@@ -284,13 +289,13 @@ class ShadowRun:
         if why is not None:
             return why, "budget"
         if args is not None:
-            fp = fingerprint(tool, _parsed(defined, args))
-            why = repeat_refusal(defined, fp, self.fingerprints)
+            call_fingerprint = fingerprint(tool, _parsed(defined, args))
+            why = repeat_refusal(defined, call_fingerprint, self.fingerprints)
             if why is not None:
                 return why, "repeat"
             if outcome != ERROR:
-                self.fingerprints.add(fp)
-        spent = first_exhausted(cc, _charged(cc, run, MODEL_STEP))
+                self.fingerprints.add(call_fingerprint)
+        spent = first_exhausted(compiled_chart, _charged(compiled_chart, run, MODEL_STEP))
         if spent is not None:
             return f"{_spent(spent)} is spent once the model picked the call", "budget"
         return None, ""
@@ -299,21 +304,23 @@ class ShadowRun:
         """Move to `target` (a full path) as the driver would, or record why not and follow.
         Leaving a model state takes a model call and a `next_state` step; a code state one."""
         trigger = go(target)
-        cc, run = self.cc, self.run
-        here, state = cc.owner_state(run.state)
+        compiled_chart, run = self.compiled_chart, self.run
+        here, state = compiled_chart.owner_state(run.state)
         by_model = state.kind == "model"
         why: str | None = None
         if by_model:
-            spent = first_exhausted(cc, run)
+            spent = first_exhausted(compiled_chart, run)
             if (
                 spent is None
                 and run.visit is not None
                 and run.visit.iterations >= (state.max_iterations or 0)
             ):
                 spent = f"{here}:iterations"
-            spent = spent or first_exhausted(cc, _charged(cc, run, MODEL_STEP), hard_only=True)
+            spent = spent or first_exhausted(
+                compiled_chart, _charged(compiled_chart, run, MODEL_STEP), hard_only=True
+            )
         else:
-            spent = first_exhausted(cc, run, hard_only=True)
+            spent = first_exhausted(compiled_chart, run, hard_only=True)
         found: Move | str
         if spent is not None:
             found, kind = (
@@ -321,10 +328,10 @@ class ShadowRun:
                 "budget",
             )
         else:
-            found = try_move(cc, run, trigger, {})
+            found = try_move(compiled_chart, run, trigger, {})
             kind = (
                 "illegal"
-                if cc.resolve(run.state, trigger) is None
+                if compiled_chart.resolve(run.state, trigger) is None
                 else "budget"
                 if isinstance(found, str) and "(max_" in found
                 else "guard"
@@ -333,14 +340,16 @@ class ShadowRun:
             move = found
         else:
             why = found
-            move = cc.move(run.state, Transition(trigger="shadow", source=here, dest=target))
+            move = compiled_chart.move(
+                run.state, Transition(trigger="shadow", source=here, dest=target)
+            )
         update: dict[str, Any] = {}
         if by_model and run.visit is not None:
             update["visit"] = evolve(run.visit, {"iterations": run.visit.iterations + 1})
         wanted = ToolCall(id=f"m{run.seq + 1}", name=tool) if tool else None  # what it was for
         self._add(
             commit(
-                cc,
+                compiled_chart,
                 run,
                 move,
                 self.clock(),

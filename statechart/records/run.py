@@ -232,7 +232,8 @@ class Step:
 
     run: Run
     event: Event
-    delta: tuple[Message, ...] = ()
+    messages: tuple[Message, ...] = ()
+    """The transcript messages this step added (the event's `delta` counts them)."""
     opened: Intent | None = None
     """The intent this step recorded (or re-recorded with edited arguments)."""
     closed: tuple[str, ...] = ()

@@ -17,6 +17,7 @@ import anyio
 from statechart import tracing
 from statechart.chart.chart import Chart
 from statechart.engine import human
+from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.tables import compiled
 from statechart.errors import ConflictError, RunNotFoundError
 from statechart.models.base import Model
@@ -38,12 +39,16 @@ async def start(
     clock: Clock = time.time,
 ) -> Run:
     """Create and store a new run at the chart's initial state (nothing runs yet)."""
-    cc = compiled(chart)
+    compiled_chart = compiled(chart)
     run_id = run_id or uuid.uuid4().hex
     ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
-    leaf = cc.initial_leaf
-    entered = [p for p in reversed(cc.ancestors(leaf)) if cc.nodes[p].state is not None]
-    owner, state = cc.owner_state(leaf)
+    leaf = compiled_chart.initial_leaf
+    entered = [
+        p
+        for p in reversed(compiled_chart.ancestors(leaf))
+        if compiled_chart.nodes[p].state is not None
+    ]
+    owner, state = compiled_chart.owner_state(leaf)
     await store.save_chart(chart.version, chart.describe())
     trace, span = tracing.run_trace_context(chart.name, run_id)
     run = Run(
@@ -59,7 +64,7 @@ async def start(
         created_at=clock(),
         trace=trace,
         status="waiting" if state.kind == "approval" else "running",
-        reason=f"waiting for approval in '{owner}'" if state.kind == "approval" else "",
+        reason=waiting_for_approval(owner) if state.kind == "approval" else "",
     )
     try:
         await store.create(run)

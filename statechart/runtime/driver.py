@@ -69,11 +69,11 @@ async def step(
     Returns:
         The record of the transition (event, run after it, transcript delta), or None.
     """
-    cc = compiled(chart)
+    compiled_chart = compiled(chart)
     started = time.monotonic()
     if hooks is not None:
         hooks.before_step(run=run)
-    effect = plan(cc, run, session)
+    effect = plan(compiled_chart, run, session)
     if isinstance(effect, (Wait, Ended)):
         return None
     if hooks is None:
@@ -88,7 +88,7 @@ async def step(
         hooks.effect_ended(outcome=outcome)
     wall_ms = session.charge_wall(time.monotonic() - started)
     started_ns = time.time_ns()
-    record = advance(cc, run, effect, outcome, now=clock(), wall_ms=wall_ms)
+    record = advance(compiled_chart, run, effect, outcome, now=clock(), wall_ms=wall_ms)
     if hooks is None:
         return record
     return hooks.after_step(before=run, record=record, started_ns=started_ns)
@@ -162,7 +162,7 @@ class _Drive:
     """One drive of one run: what it holds between steps and what releasing must know."""
 
     chart: Chart
-    cc: CompiledChart
+    compiled_chart: CompiledChart
     store: Store
     model: Model
     clock: Clock
@@ -195,15 +195,21 @@ class _Drive:
             if run.seq and run.trace
             else []
         )
-        self.trace = tracing.RunTrace(self.cc, run, self.model.spec, last[0].span if last else None)
+        self.trace = tracing.RunTrace(
+            self.compiled_chart, run, self.model.spec, last[0].span if last else None
+        )
         self.hooks = self.trace if self.trace.on else None
-        cc, now = self.cc, self.clock
+        compiled_chart, now = self.compiled_chart, self.clock
         openers: list[Callable[[Run], Step | None]] = [
             lambda r: migrated,
-            lambda r: _takeover(cc, r, self.lease, now),
-            lambda r: None if refresh is None else resuming_.refreshed(cc, r, *refresh, now=now()),
+            lambda r: _takeover(compiled_chart, r, self.lease, now),
             lambda r: (
-                resuming_.switched(cc, r, self.model.spec, now=now())
+                None
+                if refresh is None
+                else resuming_.refreshed(compiled_chart, r, *refresh, now=now())
+            ),
+            lambda r: (
+                resuming_.switched(compiled_chart, r, self.model.spec, now=now())
                 if self.model.spec != r.model and r.status != "ended"
                 else None
             ),
@@ -270,7 +276,7 @@ class _Drive:
         if latest.state != CANCELLED:
             raise conflict
         self.run, self.cancelled = latest, True
-        late = resuming_.late_result(self.cc, latest, ran, now=self.clock())
+        late = resuming_.late_result(self.compiled_chart, latest, ran, now=self.clock())
         if late is None:
             return None
         stored = await self._stored(self._made(latest, late, enter=False))
@@ -287,7 +293,7 @@ class _Drive:
             await self.store.release(self.lease, clean=not (self.in_flight or self.dirty))
 
 
-def _takeover(cc: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:
+def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:
     """The takeover event, when the last holder died while the head call could run."""
     head = open_call(run)
     if (
@@ -297,7 +303,7 @@ def _takeover(cc: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step |
         and run.state.endswith(".act")
         and run.doubt != head.call.id
     ):
-        return resuming_.takeover(cc, run, lease.previous, now=clock())
+        return resuming_.takeover(compiled_chart, run, lease.previous, now=clock())
     return None
 
 
@@ -315,23 +321,23 @@ async def _refresh_inputs(
     entered it still allows it; None when there is nothing to record."""
     if run.status != "running":
         return None
-    cc = compiled(chart)
-    owner, state = cc.owner_state(run.state)
+    compiled_chart = compiled(chart)
+    owner, state = compiled_chart.owner_state(run.state)
     patch: dict[str, Any] = {}
     problem = None
     if state.on_resume is not None:
         try:
-            found = await state.on_resume(typed_context(cc, owner, run.context))
+            found = await state.on_resume(typed_context(compiled_chart, owner, run.context))
             patch = dict(found or {})
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"
     if problem is None:
         guarded = any(
             t.dest == owner and t.edge is not None and t.edge.guard is not None
-            for t in cc.user_edges.values()
+            for t in compiled_chart.user_edges.values()
         )
         entering = await lineage.entering_edge(store, run, owner) if guarded else None
-        problem = resuming_.refresh_problem(cc, run, owner, state, patch, entering)
+        problem = resuming_.refresh_problem(compiled_chart, run, owner, state, patch, entering)
     if state.on_resume is None and problem is None:
         return None
     return patch, problem

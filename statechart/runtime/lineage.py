@@ -56,22 +56,22 @@ async def require_version(chart: Chart, run: Run, store: Store) -> None:
 
 def consistency_problem(chart: Chart, run: Run) -> str | None:
     """What makes `run` impossible under `chart`, or None."""
-    cc = compiled(chart)
-    if run.state not in cc.nodes or cc.descend(run.state) != run.state:
+    compiled_chart = compiled(chart)
+    if run.state not in compiled_chart.nodes or compiled_chart.descend(run.state) != run.state:
         return f"the state '{run.state}' is not a leaf of the chart"
-    owner, state = cc.owner_state(run.state)
+    owner, state = compiled_chart.owner_state(run.state)
     if state.kind == "model" and (run.visit is None or run.visit.state != owner):
         return f"'{owner}' is a model state, so the run needs visit=Visit(state='{owner}', ...)"
     if state.kind != "model" and run.visit is not None:
         return f"'{owner}' is not a model state, so the run must have visit=None"
-    if run.status != status_of(cc, run.state):
+    if run.status != status_of(compiled_chart, run.state):
         return f"status '{run.status}' does not fit state '{run.state}'"
     if run.pending and not run.state.endswith((".act", ".approve")):
         return f"queued calls need a model state's act or approve, not '{run.state}'"
     unknown = sorted(
-        {p for p in run.visits if p not in cc.nodes}
-        | {k for k in run.ledger if k not in cc.levels}
-        | {k for k in run.traversals if k not in cc.user_edges}
+        {p for p in run.visits if p not in compiled_chart.nodes}
+        | {k for k in run.ledger if k not in compiled_chart.levels}
+        | {k for k in run.traversals if k not in compiled_chart.user_edges}
     )
     if unknown:
         return f"visit counters, ledgers or edge counters name {', '.join(unknown)}"

@@ -51,7 +51,7 @@ class Store(Protocol):
         ...
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
-        """Append `step.event`, replace the snapshot with `step.run`, add `step.delta`,
+        """Append `step.event`, replace the snapshot with `step.run`, add `step.messages`,
         record `step.opened` and complete `step.closed` intents.
 
         One transaction. Raises `ConflictError` when the run already has an event at

@@ -77,11 +77,11 @@ class MemoryStore:
         row = self._put(event)
         delta = (
             (
-                MESSAGES.dump_json(list(step.delta), exclude_defaults=True)
+                MESSAGES.dump_json(list(step.messages), exclude_defaults=True)
                 if self.encode
-                else step.delta
+                else step.messages
             )
-            if step.delta and event.visit is not None
+            if step.messages and event.visit is not None
             else None
         )
         snapshot = self._put(step.run)

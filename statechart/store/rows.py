@@ -42,7 +42,9 @@ def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
 def event_row(step: Step) -> tuple[Any, ...]:
     e, u = step.event, step.event.usage
     messages = (
-        MESSAGES.dump_json(list(step.delta), exclude_defaults=True).decode() if step.delta else None
+        MESSAGES.dump_json(list(step.messages), exclude_defaults=True).decode()
+        if step.messages
+        else None
     )
     body = e.model_dump_json(include=BODY, exclude_defaults=True)
     return (
@@ -81,7 +83,9 @@ def event_row(step: Step) -> tuple[Any, ...]:
 def event_of(row: tuple[Any, ...]) -> Event:
     (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error, *rest) = row
     usage = dict(zip(USAGE, rest[:7], strict=True))
-    intent, key, by, fp, exhausted, edge, _closes, span, visit, _messages, body = rest[7:]
+    intent, key, by, call_fingerprint, exhausted, edge, _closes, span, visit, _messages, body = (
+        rest[7:]
+    )
     where = f"events row of run {run_id} at seq {seq}"
     try:
         fields = json.loads(body)
@@ -104,7 +108,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
                 "intent": intent,
                 "key": key,
                 "by": by,
-                "fingerprint": fp,
+                "fingerprint": call_fingerprint,
                 "exhausted": exhausted,
                 "edge": edge,
                 "visit": visit,

@@ -327,7 +327,7 @@ class SQLiteStore:
         rows = self._db.execute(
             "SELECT fingerprint FROM events WHERE run_id=? AND fingerprint IS NOT NULL", (run_id,)
         )
-        return {fp for (fp,) in rows}
+        return {call_fingerprint for (call_fingerprint,) in rows}
 
     async def intents(self, run_id: str) -> list[Intent]:
         return await self._call(self._intents, run_id)

@@ -103,9 +103,9 @@ class RunTrace:
     """The open spans of one drive: the agent span and a span per active state visit."""
 
     def __init__(
-        self, cc: CompiledChart, run: Run, model: str, last_span: str | None = None
+        self, compiled_chart: CompiledChart, run: Run, model: str, last_span: str | None = None
     ) -> None:
-        self.cc = cc
+        self.compiled_chart = compiled_chart
         self.model = model
         self.tracer = tracer()
         provider, colon, name = model.partition(":")
@@ -139,12 +139,12 @@ class RunTrace:
         ):
             links.append(Link(caller, {"statechart.link": "the caller's span"}))
         self.root = self.tracer.start_span(
-            f"invoke_agent {cc.chart.name}",
+            f"invoke_agent {compiled_chart.chart.name}",
             context=parent,
             links=links,
             attributes={
                 GEN_AI_OPERATION_NAME: "invoke_agent",
-                GEN_AI_AGENT_NAME: cc.chart.name,
+                GEN_AI_AGENT_NAME: compiled_chart.chart.name,
                 GEN_AI_AGENT_ID: run.run_id,
                 RUN_ID: run.run_id,
                 STATE: run.state,
@@ -198,11 +198,11 @@ class RunTrace:
 
     def enter(self, run: Run) -> None:
         """Open a span for every user state active at `run.state` that has none."""
-        if not self.on or run.state not in self.cc.nodes:  # a run about to be migrated
+        if not self.on or run.state not in self.compiled_chart.nodes:  # a run about to be migrated
             return
         parent = self.root
-        for path in reversed(self.cc.ancestors(run.state)):
-            if self.cc.nodes[path].state is None:
+        for path in reversed(self.compiled_chart.ancestors(run.state)):
+            if self.compiled_chart.nodes[path].state is None:
                 continue
             span = self.states.get(path)
             if span is None:
@@ -218,9 +218,9 @@ class RunTrace:
             parent = span
 
     def _innermost(self, leaf: str) -> Span:
-        if leaf not in self.cc.nodes:
+        if leaf not in self.compiled_chart.nodes:
             return self.root
-        for path in self.cc.ancestors(leaf):
+        for path in self.compiled_chart.ancestors(leaf):
             if path in self.states:
                 return self.states[path]
         return self.root
@@ -306,7 +306,7 @@ class RunTrace:
             f"transition {e.source} -> {e.target}",
             start_time=start_ns,
             context=trace.set_span_in_context(self._innermost(before.state)),
-            attributes=transition_attributes(self.cc, record),
+            attributes=transition_attributes(self.compiled_chart, record),
         )
         annotate(span, record)
         return span
@@ -346,10 +346,10 @@ class RunTrace:
         self.root.end()
 
 
-def human_transition(cc: CompiledChart, record: Step, start_ns: int) -> Span | None:
+def human_transition(compiled_chart: CompiledChart, record: Step, start_ns: int) -> Span | None:
     """The span of a human decision, in the run's trace (under the run's first span)."""
     e = record.event
-    attributes = transition_attributes(cc, record)
+    attributes = transition_attributes(compiled_chart, record)
     span = tracer().start_span(
         f"transition {e.source} -> {e.target}",
         start_time=start_ns,
@@ -363,7 +363,7 @@ def human_transition(cc: CompiledChart, record: Step, start_ns: int) -> Span | N
     return span
 
 
-def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
+def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[str, Any]:
     """The `statechart.*` facts of a transition, budgets spent and left included."""
     e, run = record.event, record.run
     attributes: dict[str, Any] = {
@@ -374,8 +374,8 @@ def transition_attributes(cc: CompiledChart, record: Step) -> dict[str, Any]:
         ACTOR: e.actor,
         STEP: e.seq,
     }
-    for level in cc.levels_of(e.source):
-        spent = run.ledger.get(level.key)
+    for level in compiled_chart.levels_of(e.source):
+        spent = run.ledger.get(level.path)
         for kind, cap, spent_key, left_key in _budget_keys(level):
             used = spent_of(spent, kind) if spent is not None else 0
             attributes[spent_key] = used
@@ -405,7 +405,7 @@ def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
     """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
     found = _KEYS.get(level)
     if found is None:
-        name = level.key or "root"
+        name = level.path or "root"
         found = _KEYS[level] = [
             (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
             for kind, cap in level.caps.items()
