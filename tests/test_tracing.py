@@ -3,7 +3,8 @@ OTLP/HTTP to a real receiver in this process (tests/support/otlp_receiver.py), w
 `ExportTraceServiceRequest` with opentelemetry-proto.
 
 Every tracing configuration lives in its own process, because OpenTelemetry's global
-tracer provider can be set only once per process.
+tracer provider can be set only once per process. The scenarios at the end export to an
+in-memory exporter in their own process instead, and report the finished spans as JSON.
 """
 
 from __future__ import annotations
@@ -591,3 +592,564 @@ def test_a_drive_inside_the_callers_span_stays_in_the_run_trace_and_links_to_it(
         [sys.executable, "-c", CALLER], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+# -- scenarios with an in-memory exporter --------------------------------------------------
+
+# OpenTelemetry's global tracer provider can be set only once per process, so each scenario
+# below runs in its own `python -c` process with an SDK `TracerProvider` and an
+# `InMemorySpanExporter` (an application's own provider: docs/tracing-jaeger.md says no
+# helper is needed then). The process prints the finished spans and what it observed as
+# JSON; the assertions run here.
+
+PRELUDE = """
+import contextlib, json, sys
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from statechart import *
+from statechart import tracing
+
+EXPORTER = InMemorySpanExporter()
+_provider = TracerProvider()
+_provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+trace.set_tracer_provider(_provider)
+DONE = State("done", kind="terminal")
+
+
+def _hex(n, width=16):
+    return format(n, f"0{width}x")
+
+
+def _span(s):
+    return {
+        "name": s.name, "trace_id": _hex(s.context.trace_id, 32),
+        "span_id": _hex(s.context.span_id), "parent": _hex(s.parent.span_id) if s.parent else "",
+        "status": s.status.status_code.name, "description": s.status.description,
+        "attributes": dict(s.attributes),
+        "events": [{"name": e.name, "attributes": dict(e.attributes)} for e in s.events],
+        "links": [{"trace_id": _hex(l.context.trace_id, 32), "span_id": _hex(l.context.span_id)}
+                  for l in s.links],
+    }
+
+
+def report(**extra):
+    spans = [_span(s) for s in EXPORTER.get_finished_spans()]
+    print(json.dumps({"spans": spans, **extra}, default=str))
+"""
+
+
+def memory_scenario(body: str) -> dict[str, Any]:
+    """Run PRELUDE + `body` in a new process (no OTEL_* variables); its JSON report."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + body],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def exported(out: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """The exported spans whose name starts with `prefix`."""
+    return [s for s in out["spans"] if s["name"].startswith(prefix)]
+
+
+# -- a resume that migrates the run --------------------------------------------------------
+
+MIGRATE = '''
+@tool(retry="safe")
+async def look(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+old = Chart("desk", budget=Budget(max_steps=20), states=(State("research", tools=(look,)), DONE),
+            edges=(Edge("research", "done"),))
+new = Chart("desk", budget=Budget(max_steps=20),
+            states=(State("investigate", tools=(look,)), DONE),
+            edges=(Edge("investigate", "done"),))
+
+
+def rename(run):
+    return run.model_copy(update={
+        "state": "investigate.think",
+        "visit": run.visit.model_copy(update={"state": "investigate"}),
+        "visits": {"investigate": run.visits["research"]}})
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("look", "l1", q="a"))])
+    await start(old, store=store, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(old, "r1", store=store, model=model)) as steps:
+        async for record in steps:
+            if record.event.seq == 2:
+                break
+    error = None
+    try:
+        end = await resume(new, "r1", store=store, migrate=rename,
+                           model=ScriptedModel([reply(call("next_state", "n1", target="done"))]))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    report(error=error, state=(await store.load("r1")).state)
+
+anyio.run(main)
+'''
+
+
+def test_a_resume_that_migrates_to_renamed_states_works_with_tracing_on() -> None:
+    """A resume that migrates the run to renamed states works with a tracer provider set,
+    as it does without one, and reaches `done`."""
+    out = memory_scenario(MIGRATE)
+    assert out["error"] is None, out["error"]
+    assert out["state"] == "done"
+
+
+# -- a transition whose event could not be stored ------------------------------------------
+
+LEASE_LOST = '''
+STORE = MemoryStore()
+
+
+@tool(retry="safe")
+async def slow(q: str) -> str:
+    """Slow."""
+    await anyio.sleep(0.3)  # the 0.1 s lease expires meanwhile and another driver takes over
+    await STORE.acquire("r1", "other-driver", 60)
+    return "ok"
+
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work", tools=(slow,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    model = ScriptedModel([reply(call("slow", "s1", q="a"))])
+    await start(c, store=STORE, model=model, run_id="r1")
+    error = None
+    try:
+        await run_to_end(c, "r1", store=STORE, model=model, lease_ttl=0.1)
+    except Exception as exc:
+        error = type(exc).__name__
+    report(error=error)
+
+anyio.run(main)
+'''
+
+
+def test_the_transition_span_ends_when_storing_its_event_fails() -> None:
+    """When storing a transition's event fails (here with LeaseLostError), the transition's
+    span still ends, as ERROR, and the invoke_agent span carries the error type."""
+    out = memory_scenario(LEASE_LOST)
+    assert out["error"] == "LeaseLostError"
+    (agent,) = exported(out, "invoke_agent")
+    assert agent["attributes"]["error.type"] == "LeaseLostError"
+    steps = {s["attributes"]["statechart.step"]: s for s in exported(out, "transition ")}
+    assert sorted(steps) == [1, 2], "the span of the transition that was not stored never ended"
+    assert steps[2]["status"] == "ERROR"
+
+
+# -- a drive closed early ------------------------------------------------------------------
+
+EARLY_STOP = """
+from tests.engine.test_nesting import workflow
+
+
+async def main():
+    c, store = workflow(), MemoryStore()
+    model = ScriptedModel([reply(call("dig", "d1", q="1")), reply(call("buy", "b1", item="x"))])
+    run = await start(c, store=store, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(c, run, store=store, model=model)) as steps:
+        async for record in steps:
+            if record.event.seq == 2:
+                break
+    report()
+
+anyio.run(main)
+"""
+
+
+def test_closing_a_drive_early_with_aclosing_is_not_an_error() -> None:
+    """Closing a drive early with `contextlib.aclosing`, as its docstring says to, leaves the
+    invoke_agent span UNSET, with no error.type."""
+    out = memory_scenario(EARLY_STOP)
+    (agent,) = exported(out, "invoke_agent")
+    assert agent["attributes"].get("error.type") is None
+    assert agent["status"] == "UNSET"
+
+
+# -- a fork --------------------------------------------------------------------------------
+
+FORK = '''
+@tool(retry="safe", repeatable=True)
+async def look(q: str) -> str:
+    """Look."""
+    return "ok"
+
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work", tools=(look,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("look", "l1", q="a")),
+                           reply(call("next_state", "n1", target="done"))])
+    parent = await start(c, store=store, model=model, run_id="parent")
+    await run_to_end(c, parent, store=store, model=model)
+    child = await fork(c, "parent", 2, store=store, new_run_id="child")
+    await run_to_end(c, "child", store=store,
+                     model=ScriptedModel([reply(call("next_state", "n2", target="done"))]))
+    report(parent=parent.trace, child=child.trace)
+
+anyio.run(main)
+'''
+
+
+def test_a_fork_is_a_run_of_its_own_with_a_trace_of_its_own() -> None:
+    """One trace per run: a fork's invoke_agent span is in a trace of its own, not in its
+    parent's."""
+    out = memory_scenario(FORK)
+    agents = {s["attributes"]["statechart.run.id"]: s for s in exported(out, "invoke_agent")}
+    assert set(agents) == {"parent", "child"}
+    assert agents["child"]["trace_id"] != agents["parent"]["trace_id"]
+
+
+# -- a human decision that lost a race -----------------------------------------------------
+
+HUMAN_RACE = '''
+class YieldingStore(MemoryStore):
+    """A store whose load awaits I/O (as a real one does), so two deciders interleave."""
+
+    async def load(self, run_id):
+        found = await super().load(run_id)
+        await anyio.sleep(0)
+        return found
+
+c = Chart("gate", budget=Budget(max_steps=5),
+          states=(State("ok", kind="approval", on_approve="done", on_reject="done"), DONE))
+
+
+async def main():
+    store = YieldingStore()
+    await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    results = {}
+
+    async def decide(who):
+        try:
+            await approve(c, "r1", store=store, by=who)
+            results[who] = "stored"
+        except ConflictError:
+            results[who] = "ConflictError"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(decide, "alice")
+        tg.start_soon(decide, "bob")
+    report(results=results, events=[e.span for e in await store.events("r1")])
+
+anyio.run(main)
+'''
+
+
+def test_a_human_decision_that_lost_the_race_is_not_a_successful_transition_span() -> None:
+    """Of two racing approvals, only the stored one has a successful transition span; the one
+    refused with ConflictError is not exported as a second successful transition."""
+    out = memory_scenario(HUMAN_RACE)
+    assert sorted(out["results"].values()) == ["ConflictError", "stored"]
+    (stored_span,) = out["events"]
+    ok = [s for s in exported(out, "transition ok -> done") if s["status"] != "ERROR"]
+    assert [s["span_id"] for s in ok] == [stored_span]
+
+
+# -- the late result of a cancelled run ----------------------------------------------------
+
+LATE_RESULT = '''
+STORE = MemoryStore()
+
+
+@tool(retry="safe")
+async def ship(q: str) -> str:
+    """Ship."""
+    await cancel(c, "r1", store=STORE, reason="customer withdrew", by="ops")  # meanwhile
+    return "shipped"
+
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work", tools=(ship,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    model = ScriptedModel([reply(call("ship", "s1", q="a"))])
+    await start(c, store=STORE, model=model, run_id="r1")
+    end = await run_to_end(c, "r1", store=STORE, model=model)
+    events = [{"seq": e.seq, "trigger": e.trigger, "span": e.span}
+              for e in await STORE.events("r1")]
+    report(state=end.state, events=events)
+
+anyio.run(main)
+'''
+
+
+def test_the_late_result_of_a_cancelled_run_has_a_transition_span() -> None:
+    """The `late_result` event of a call that finished after a cancel stores its span id, and
+    that span is the transition span of its step."""
+    out = memory_scenario(LATE_RESULT)
+    assert out["state"] == "cancelled"
+    assert [e["trigger"] for e in out["events"]] == ["propose", "cancel", "late_result"]
+    late = out["events"][2]
+    assert late["span"] is not None
+    steps = [s for s in exported(out, "transition ") if s["attributes"]["statechart.step"] == 3]
+    assert [s["span_id"] for s in steps] == [late["span"]]
+
+
+# -- a tool's error text with content capture off ------------------------------------------
+
+TOOL_ERROR = '''
+@tool(retry="safe")
+async def lookup(email: str) -> str:
+    """Find a customer."""
+    raise LookupError(f"no account for {email}")
+
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work", tools=(lookup,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("lookup", "l1", email="alice@example.com")),
+                           reply(call("next_state", "n1", target="done"))])
+    await run_to_end(c, await start(c, store=store, model=model), store=store, model=model)
+    events = await store.events((await store.runs())[0].run_id)
+    report(capture=tracing.capture_content, result=events[1].result)
+
+anyio.run(main)
+'''
+
+
+def test_a_failing_tools_error_text_stays_out_of_the_trace_without_content_capture() -> None:
+    """With content capture off, a failing tool's error text (its result) is nowhere in the
+    exported spans; the execute_tool span is ERROR with the exception's type."""
+    out = memory_scenario(TOOL_ERROR)
+    assert out["capture"] is False
+    assert "alice@example.com" in out["result"]
+    (tool_span,) = exported(out, "execute_tool lookup")
+    assert tool_span["status"] == "ERROR"
+    assert tool_span["attributes"]["error.type"] == "LookupError"
+    leaked = [s["name"] for s in out["spans"] if "alice@example.com" in json.dumps(s)]
+    assert leaked == []
+
+
+# -- provider and model from a spec with colons --------------------------------------------
+
+MODEL_SPEC = """
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work"), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("next_state", "n1", target="done"))],
+                          spec="ollama:llama3.1:8b")
+    await run_to_end(c, await start(c, store=store, model=model), store=store, model=model)
+    report()
+
+anyio.run(main)
+"""
+
+
+def test_provider_and_model_of_a_spec_whose_model_name_has_a_colon() -> None:
+    """A spec is split at its first colon, as the registry does: `ollama:llama3.1:8b` gives
+    provider `ollama`, model `llama3.1:8b` and the span name `chat llama3.1:8b`."""
+    out = memory_scenario(MODEL_SPEC)
+    (chat,) = exported(out, "chat ")
+    assert chat["attributes"]["gen_ai.provider.name"] == "ollama"
+    assert chat["attributes"]["gen_ai.request.model"] == "llama3.1:8b"
+    assert chat["name"] == "chat llama3.1:8b"
+
+
+# -- a call settled by its reconcile hook --------------------------------------------------
+
+RECONCILE = '''
+HOOK = sys.argv[1]
+
+
+async def check(order: str):
+    if HOOK == "raise":
+        raise RuntimeError("payments API down")
+    return "refund 7 already issued"
+
+
+@tool(retry="reconcile", reconcile=check)
+async def refund(order: str) -> str:
+    """Refund."""
+    return "refund 8 issued"
+
+c = Chart("pay", budget=Budget(max_steps=20), states=(State("work", tools=(refund,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("refund", "r1", order="o1"))])
+    await start(c, store=store, model=model, run_id="p")
+    async with contextlib.aclosing(drive(c, "p", store=store, model=model)) as steps:
+        async for record in steps:
+            break  # the refund's intent is recorded; it has not run
+    await fork(c, "p", 1, store=store, new_run_id="f")  # the fork is in doubt about r1
+    EXPORTER.clear()
+    end = await run_to_end(c, "f", store=store,
+                           model=ScriptedModel([reply(call("next_state", "n", target="done"))]))
+    events = await store.events("f", after=1)
+    report(state=end.state, first=events[0].trigger, result=events[0].result)
+
+anyio.run(main)
+'''
+
+
+def reconcile_scenario(hook: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + RECONCILE, hook],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_a_reconcile_hook_that_raises_is_an_error_on_its_tool_span() -> None:
+    """A reconcile hook that raises makes the call's execute_tool span ERROR with the hook's
+    exception type, and the run asks a human."""
+    out = reconcile_scenario("raise")
+    assert out["first"] == "ask"  # the run waits: the hook could not tell
+    (tool_span,) = exported(out, "execute_tool refund")
+    assert tool_span["status"] == "ERROR"
+    assert tool_span["attributes"].get("error.type") == "RuntimeError"
+
+
+def test_a_reconciled_calls_result_attribute_is_the_result() -> None:
+    """With content capture on, the result attribute of a call settled by its reconcile hook
+    is the result the run recorded."""
+    out = reconcile_scenario("ok")
+    assert out["first"] == "results" and out["result"] == "refund 7 already issued"
+    (tool_span,) = exported(out, "execute_tool refund")
+    assert tool_span["attributes"]["gen_ai.tool.call.result"] == "refund 7 already issued"
+
+
+# -- a code state's own calls --------------------------------------------------------------
+
+HANDLER = """
+app = trace.get_tracer("app")
+
+
+async def check(ctx):
+    with app.start_as_current_span("GET /crm"):  # an instrumented client in a code state
+        pass
+    return "done"
+
+c = Chart("coded", budget=Budget(max_steps=5),
+          states=(State("check", kind="code", handler=check), DONE), edges=(Edge("check", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    run = await start(c, store=store, model=ScriptedModel([]))
+    await run_to_end(c, run, store=store, model=ScriptedModel([]))
+    report(trace=run.trace)
+
+anyio.run(main)
+"""
+
+
+def test_spans_made_inside_a_code_state_handler_are_in_the_runs_trace() -> None:
+    """Spans made inside a code state's handler (an instrumented client) are in the run's
+    trace, under the state's span or one of its children."""
+    out = memory_scenario(HANDLER)
+    run_trace = out["trace"]["traceparent"].split("-")[1]
+    (crm,) = exported(out, "GET /crm")
+    (state,) = exported(out, "state check")
+    assert crm["trace_id"] == run_trace
+    below_state = {state["span_id"]} | {
+        s["span_id"] for s in out["spans"] if s["parent"] == state["span_id"]
+    }
+    assert crm["parent"] in below_state
+
+
+# -- a tool call cut off by cancellation ---------------------------------------------------
+
+INTERRUPTED = '''
+@tool(retry="safe")
+async def slow(q: str) -> str:
+    """Slow."""
+    await anyio.sleep(10)
+    return "ok"
+
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work", tools=(slow,)), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("slow", "s1", q="a"))])
+    await start(c, store=store, model=model, run_id="r1")
+    with anyio.move_on_after(0.2):
+        await run_to_end(c, "r1", store=store, model=model)
+    report()
+
+anyio.run(main)
+'''
+
+
+def test_a_tool_call_cut_off_by_cancellation_is_marked_on_its_span() -> None:
+    """A tool call interrupted by an anyio cancellation ends its execute_tool span as ERROR
+    with an error.type, as the invoke_agent span does."""
+    out = memory_scenario(INTERRUPTED)
+    (agent,) = exported(out, "invoke_agent")
+    assert agent["status"] == "ERROR"
+    (tool_span,) = exported(out, "execute_tool slow")
+    assert tool_span["status"] == "ERROR"
+    assert tool_span["attributes"].get("error.type") is not None
+
+
+# -- a start that is refused ---------------------------------------------------------------
+
+DUPLICATE_START = """
+c = Chart("desk", budget=Budget(max_steps=20), states=(State("work"), DONE),
+          edges=(Edge("work", "done"),))
+
+
+async def main():
+    store = MemoryStore()
+    run = await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    error = None
+    try:
+        await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    except ConflictError as exc:
+        error = type(exc).__name__
+    report(error=error, trace=run.trace)
+
+anyio.run(main)
+"""
+
+
+def test_a_start_that_is_refused_leaves_no_second_trace_for_the_run_id() -> None:
+    """A start refused because the run id exists exports no successful span tagged with that
+    run id outside the run's own trace."""
+    out = memory_scenario(DUPLICATE_START)
+    assert out["error"] == "ConflictError"
+    run_trace = out["trace"]["traceparent"].split("-")[1]
+    traces = {
+        s["trace_id"]
+        for s in out["spans"]
+        if s["attributes"].get("statechart.run.id") == "r1" and s["status"] != "ERROR"
+    }
+    assert traces == {run_trace}

@@ -6,7 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli import ROOT, cli
+from tests.support.cli import ORDER, run_cli, waiting_id
 
 DESK = f"{ROOT}/agents/refund_desk.py:chart"
 
@@ -46,3 +49,20 @@ def test_a_rejected_refund_never_reaches_the_bank(tmp_path: Path) -> None:
     # the model heard the rejection and moved on; verify finds no refund and fails the run
     assert bank(tmp_path) == []
     assert "verify -> failed" in resumed and "0 refunds on record for A-7" in resumed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open: the demo bank lives next to the store and verify counts every refund of the "
+        "order, so a second independent refund of A-7 is (rightly) flagged as a double "
+        "refund; the demo needs an order per run"
+    ),
+)
+def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path) -> None:
+    """Two independent runs of the refund desk demo in one directory (new run, new
+    idempotency key, same bank) both end in `done`."""
+    for attempt in (1, 2):
+        run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
+        out = run_cli(tmp_path, "approve", run_id).stdout
+        assert "ended in 'done'" in out, f"attempt {attempt}:\n{out[-400:]}"

@@ -11,6 +11,7 @@ from types import ModuleType
 import pytest
 
 from statechart import SQLiteStore, approve, call, reply, run_to_end
+from tests.support.cli import AGENT, TICKET, run_cli, waiting_id
 from tests.support.helpers import run_script, tool_results
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +132,24 @@ async def test_the_tools_query_the_sqlite_helpdesk(tmp_path: Path) -> None:
         "refunds_this_year": 0,
     }
     assert await agent.fetch_ticket.invoke({"ticket_id": "T-9"}) == "no ticket T-9"
+
+
+def test_the_support_triage_demo_model_handles_an_unknown_ticket(tmp_path: Path) -> None:
+    """`statechart run` of the support triage agent with no --input (no ticket the fixture
+    knows) never fails inside its demo model: the stand-in escalates or ends on purpose."""
+    out = run_cli(tmp_path, "run", AGENT).stdout
+    assert "model call failed" not in out, out
+
+
+def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path: Path) -> None:
+    """Approving a waiting run from another directory (same --db) sends the reply into the
+    helpdesk the ticket came from; no second helpdesk appears where approve ran."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    run_id = waiting_id(run_cli(a, "run", AGENT, "--input", TICKET).stdout)
+    out = run_cli(b, "approve", run_id, "--db", str(a / "statechart.db")).stdout
+    assert "ended in 'done'" in out
+    assert not (b / "helpdesk.db").exists(), "a second helpdesk appeared where approve ran"
+    replies = sqlite3.connect(a / "helpdesk.db").execute("SELECT text FROM replies").fetchall()
+    assert len(replies) == 1

@@ -22,7 +22,8 @@ from statechart import (
 )
 from statechart.chart.tools import render_result
 from statechart.engine import compiled
-from statechart.engine.effects import Memory, RunTool, plan
+from statechart.engine.effects import RunTool, plan
+from statechart.engine.session import Session
 from statechart.errors import ToolArgumentsError
 
 
@@ -146,7 +147,7 @@ async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() 
     steps = [s async for s in drive(chart, run, store=store, model=model)]
     first = steps[0]
     assert first.run.state == "work.act"
-    memory = Memory([], set())
+    memory = Session()
     planned = plan(compiled(chart), first.run, memory)
     assert isinstance(planned, RunTool)
     assert await planned.tool.invoke(planned.parsed) == "a,changed by the tool"

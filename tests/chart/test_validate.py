@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from statechart import (
     Budget,
@@ -23,6 +23,7 @@ from statechart import (
     UnreachableStateError,
 )
 from statechart.engine import compiled
+from tests.support.typed import TicketCtx
 
 DONE = State("done", kind="terminal")
 B = Budget(max_steps=10)
@@ -286,4 +287,56 @@ def test_chart_state_needs_a_factory_not_an_instance() -> None:
                 State("sub", kind="chart", chart=inner, exits={"done": "done"}),  # type: ignore[arg-type]
                 DONE,
             ),
+        )
+
+
+def test_a_state_cannot_be_named_like_the_charts_budget_level() -> None:
+    """`root` is a reserved state name: the chart's own budget level is written
+    `statechart.budget.root.*`, so a state of that name could not share those attributes."""
+    with pytest.raises(MalformedStateNameError, match="'root' is reserved"):
+        Chart(
+            "c",
+            budget=Budget(max_steps=20),
+            states=(State("root", budget=Budget(max_steps=3)), State("done", kind="terminal")),
+            edges=(Edge("root", "done"),),
+        )
+
+
+def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
+    """A sub-chart whose context types a field differently from the root context is
+    refused at compile time, naming the field."""
+
+    class Loose(BaseModel):
+        ticket_id: int = 0
+
+    def child() -> Chart:
+        return Chart(
+            "inner",
+            context=Loose,
+            states=(State("x", writes=("ticket_id",)), DONE),
+            edges=(Edge("x", "done"),),
+        )
+
+    c = Chart(
+        "c",
+        context=TicketCtx,
+        budget=Budget(max_steps=5),
+        states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
+    )
+    with pytest.raises(UndeclaredFieldError, match="types context field 'ticket_id'"):
+        _ = compiled(c)
+
+
+def test_context_fields_may_not_have_aliases() -> None:
+    """A context field with a pydantic alias is refused when the chart is built."""
+
+    class Aliased(BaseModel):
+        n: int = Field(default=0, alias="N")
+
+    with pytest.raises(UndeclaredFieldError, match="has alias 'N'"):
+        Chart(
+            "c",
+            context=Aliased,
+            states=(State("s", writes=("n",)), DONE),
+            edges=(Edge("s", "done"),),
         )

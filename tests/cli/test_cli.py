@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from statechart import SQLiteStore
+from tests.models.test_openai import completion
+from tests.support.cli import DESK, ORDER, cli_env, run_cli, waiting_id
+from tests.support.provider_server import Provider, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = f"{ROOT}/agents/support_triage.py:chart"
@@ -160,3 +166,278 @@ def test_input_file_and_filtering_runs_by_chart(tmp_path: Path) -> None:
     assert "run r-1 of support_triage" in out and "waiting" in out
     assert cli(tmp_path, "runs", "--chart", "support_triage").stdout.startswith("r-1 ")
     assert cli(tmp_path, "runs", "--chart", "refund_desk").stdout == ""
+
+
+# -- approving: edits, recorded servers and models, other directories ----------------------
+
+
+def one_clear_line(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr[-600:]
+    assert done.stderr.startswith("error: "), done.stderr[-600:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+TWICE = '''
+from pydantic import BaseModel
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply, tool
+from statechart.models import register
+
+
+class Ctx(BaseModel):
+    first: str | None = None
+    second: str | None = None
+
+
+@tool(retry="never", needs_approval=True)
+def act_one() -> str:
+    """Step one."""
+    return "one done"
+
+
+@tool(retry="never", needs_approval=True)
+def act_two() -> str:
+    """Step two."""
+    return "two done"
+
+
+chart = Chart("twice", context=Ctx, budget=Budget(max_steps=40), states=(
+    State("one", tools=(act_one,), writes=("first",), instructions="one"),
+    State("two", tools=(act_two,), writes=("second",), instructions="two"),
+    State("done", kind="terminal")), edges=(Edge("one", "two"), Edge("two", "done")))
+
+
+def policy_for(spec):
+    def policy(request):
+        ran = {m.tool_call_id for m in request.transcript if m.role == "tool"}
+        if request.state == "one":
+            if "a1" not in ran:
+                return reply(call("act_one", "a1"))
+            return reply(call("next_state", "n1", target="two", first=spec))
+        if "a2" not in ran:
+            return reply(call("act_two", "a2"))
+        return reply(call("next_state", "n2", target="done", second=spec))
+    return policy
+
+
+def demo_model(spec="demo:twice-a"):
+    return FunctionModel(policy_for(spec), spec=spec)
+
+
+register("demo:twice-a", demo_model)
+register("demo:twice-b", demo_model)
+'''
+
+
+def test_approve_edit_with_an_unknown_field_is_refused_not_dropped(tmp_path: Path) -> None:
+    """`approve --edit` with a field the tool does not have (`amount` on the refund desk,
+    whose field is `amount_cents`) is an error before any money moves, not silently dropped."""
+    run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
+    done = run_cli(tmp_path, "approve", run_id, "--edit", '{"amount": 15}', ok=False)
+    bank = tmp_path / "refund_bank.db"
+    refunds = (
+        sqlite3.connect(bank).execute("SELECT amount_cents FROM refunds").fetchall()
+        if bank.exists()
+        else []
+    )
+    assert refunds == [], f"the edit was dropped and {refunds} cents were refunded"
+    assert done.returncode != 0 and "amount" in done.stderr
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    with serve() as found:
+        yield found
+
+
+def test_the_printed_approve_command_keeps_the_openai_compatible_server(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """A run started with `--base-url` against an OpenAI-compatible server records it: the
+    printed `approve` command, run as is, resumes against the same server. (Every host but
+    127.0.0.1 goes to a closed proxy port, so nothing leaves the machine.)"""
+    for answer in [
+        completion(("c1", "next_state", '{"target": "gather", "category": "billing"}')),
+        completion(("c2", "lookup_order", '{"order_id": "A-7"}')),
+        completion(("c3", "next_state", '{"target": "resolve", "facts": "charged twice"}')),
+        completion(("c4", "issue_refund", '{"order_id": "A-7", "amount_cents": 2000}')),
+        completion(("c5", "next_state", '{"target": "verify", "resolution": "refunded"}')),
+    ]:
+        provider.answer(answer)
+    environ = cli_env(
+        OPENAI_API_KEY="test",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+        ALL_PROXY="http://127.0.0.1:9",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    out = run_cli(
+        tmp_path,
+        "--base-url",
+        f"{provider.url}/v1",
+        "run",
+        DESK,
+        "--input",
+        ORDER,
+        "--model",
+        "openai:tiny-1",
+        environ=environ,
+    ).stdout
+    assert "waiting in 'resolve.approve'" in out and len(provider.requests) == 4
+    (line,) = [x for x in out.splitlines() if x.startswith("approve: ")]
+    printed = line.removeprefix("approve: statechart ").split()
+    done = run_cli(tmp_path, *printed, environ=environ)
+    assert len(provider.requests) == 5, done.stdout[-800:]
+    assert "ended in 'done'" in done.stdout
+
+
+def test_a_run_started_with_a_relative_path_can_be_approved_from_another_directory(
+    tmp_path: Path,
+) -> None:
+    """`run` stores the chart source resolved, so a run started as `agent.py:chart` can be
+    approved (resumed, forked, drawn) from any other directory."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "agent.py").write_text(TWICE)
+    run_id = waiting_id(run_cli(a, "run", "agent.py:chart").stdout)
+    done = run_cli(b, "approve", run_id, "--db", str(a / "statechart.db"), ok=False)
+    assert done.returncode == 0, done.stderr
+    assert "waiting in 'two.approve'" in done.stdout
+
+
+def test_a_model_given_on_approve_is_recorded_for_the_next_resume(tmp_path: Path) -> None:
+    """`approve --model` is recorded in the run: the next plain `approve` keeps that model,
+    and `show` credits the moves to it."""
+    (tmp_path / "agent.py").write_text(TWICE)
+    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart").stdout)
+    out = run_cli(tmp_path, "approve", run_id, "--model", "demo:twice-b").stdout
+    assert "waiting in 'two.approve'" in out
+    run_cli(tmp_path, "approve", run_id)
+    data = json.loads(run_cli(tmp_path, "show", run_id, "--json").stdout)
+    assert data["run"]["context"]["first"] == "demo:twice-b"
+    assert data["run"]["context"]["second"] == "demo:twice-b", data["run"]["context"]
+    assert data["run"]["model"] == "demo:twice-b"
+
+
+def test_approve_of_an_agent_that_only_defines_demo_model_is_not_half_done(tmp_path: Path) -> None:
+    """For an agent that defines `demo_model()` but registers no spec, `approve` either
+    resumes the run or leaves it waiting: it never stores the approval and then fails."""
+    agent = "\n".join(x for x in TWICE.splitlines() if not x.startswith("register("))
+    (tmp_path / "agent.py").write_text(agent)
+    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart").stdout)
+    done = run_cli(tmp_path, "approve", run_id, ok=False)
+    still_waiting = run_id in run_cli(tmp_path, "runs", "--status", "waiting").stdout
+    assert done.returncode == 0 or still_waiting, done.stderr
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+SLOW = '''
+import time
+from pathlib import Path
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply, tool
+
+
+@tool(retry="safe")
+def slow() -> str:
+    """Takes a while."""
+    Path("started").write_text("x")
+    time.sleep(4)
+    return "slow done"
+
+
+@tool(retry="never")
+def mark() -> str:
+    """A side effect."""
+    Path("marked").write_text("x")
+    return "marked"
+
+
+chart = Chart("slow", budget=Budget(max_steps=20), states=(
+    State("work", tools=(slow, mark), instructions="work"), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),))
+
+
+def policy(request):
+    ran = {m.tool_call_id for m in request.transcript if m.role == "tool"}
+    if "s" not in ran:
+        return reply(call("slow", "s"))
+    if "m" not in ran:
+        return reply(call("mark", "m"))
+    return reply(call("next_state", "n", target="done"))
+
+
+def demo_model(spec="demo:slow"):
+    return FunctionModel(policy, spec=spec)
+'''
+
+
+def test_ctrl_c_during_a_tool_stops_the_run_before_its_next_side_effect(tmp_path: Path) -> None:
+    """Ctrl-C while a synchronous tool runs stops `statechart run` before its next tool (a
+    side effect) runs: the run does not go on to `done`, and the exit is nonzero."""
+    (tmp_path / "slow.py").write_text(SLOW)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statechart.cli", "run", "slow.py:chart"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the tool never started"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert not (tmp_path / "marked").exists(), f"Ctrl-C ignored; the run went on:\n{out}"
+    assert proc.returncode != 0
+    assert "ended in 'done'" not in out
+
+
+# -- errors and reading commands -----------------------------------------------------------
+
+
+@pytest.fixture
+def waiting_run(tmp_path: Path) -> str:
+    return waiting_id(run_cli(tmp_path, "run", AGENT, "--input", TICKET).stdout)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("diagram", DESK, "--run", "{run}"),  # KeyError: 'send.approve' in diagram._active
+        ("approve", "{run}", "--edit", "[1]"),  # TypeError in human._edited ({**base, **edits})
+        ("approve", "{run}", "--edit", '"checked"'),  # same, with a JSON string
+        ("run", AGENT, "--input", "[1]"),  # TypeError in driver.start: dict([1])
+        ("run", AGENT, "--input", TICKET, "--model", "openai"),  # IndexError in openai.from_spec
+        ("run", AGENT, "--input", TICKET, "--model", "anthropic"),  # same in anthropic.from_spec
+        ("check", f"{ROOT}/agents/support_triage.py:demo_policy"),  # TypeError: loading calls it
+        ("run", DESK, "--input", "{}"),  # pydantic ValidationError: 4 lines and a URL
+    ],
+)
+def test_more_errors_are_one_line_and_a_nonzero_exit(
+    tmp_path: Path, waiting_run: str, args: tuple[str, ...]
+) -> None:
+    """Bad JSON shapes, bare model specs, a non-chart target, a context that fails validation
+    and a diagram of a run on another chart are each one `error:` line and a nonzero exit."""
+    done = run_cli(tmp_path, *(a.replace("{run}", waiting_run) for a in args), ok=False)
+    one_clear_line(done)
+
+
+def test_bad_json_in_edit_names_the_option(tmp_path: Path, waiting_run: str) -> None:
+    """Malformed JSON given to `approve --edit` is one error line that names `--edit`."""
+    done = run_cli(tmp_path, "approve", waiting_run, "--edit", "{bad", ok=False)
+    one_clear_line(done)
+    assert "--edit" in done.stderr
+
+
+def test_reading_commands_do_not_create_a_store(tmp_path: Path) -> None:
+    """`show` (like every reading command) with a --db path that does not exist fails
+    without creating an empty store there."""
+    done = run_cli(tmp_path, "show", "some-run", "--db", "typo.db", ok=False)
+    assert done.returncode != 0
+    assert not (tmp_path / "typo.db").exists()

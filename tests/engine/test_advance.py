@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from statechart import (
     Budget,
     Chart,
+    Decision,
     Edge,
     Facts,
     ModelError,
@@ -21,6 +22,7 @@ from statechart import (
     tool,
 )
 from tests.support.helpers import run_script, tool_results
+from tests.support.typed import DONE, FLAKY, PLACED, Order, TicketCtx, tools_chart
 
 pytestmark = pytest.mark.anyio
 
@@ -306,3 +308,120 @@ async def test_next_state_cannot_write_null_into_a_typed_field() -> None:
     end, steps, _, _ = await run_script(c, replies)
     assert "count: Input should be a valid integer" in tool_results(steps)["n1"]
     assert end.context == {"count": 3}
+
+
+# -- typed contexts, code-state handlers and typed tool arguments ---------------------------
+
+
+def in_paris(f: Facts) -> str | None:
+    ctx = f.context
+    assert isinstance(ctx, TicketCtx)
+    return None if ctx.addr is not None and ctx.addr.city == "Paris" else "not in Paris"
+
+
+async def test_guards_see_a_typed_context_and_writes_keep_constraints() -> None:
+    """Guards get the context as its pydantic type (nested models included), and a
+    `next_state` write that breaks a field constraint is refused back to the model."""
+    c = Chart(
+        "g",
+        context=TicketCtx,
+        budget=Budget(max_steps=20),
+        states=(State("s", writes=("addr", "priority")), DONE),
+        edges=(Edge("s", "done", guard=in_paris),),
+    )
+    replies = [
+        reply(call("next_state", "p", target="done", priority=99)),
+        reply(call("next_state", "l", target="done", addr={"city": "Lyon"})),
+        reply(call("next_state", target="done", addr={"city": "Paris"}, priority=5)),
+    ]
+    end, steps, _, _ = await run_script(c, replies, {"ticket_id": "T-1"})
+    results = tool_results(steps)
+    assert "priority: Input should be less than or equal to 5" in results["p"]
+    assert "edge s->done refused: not in Paris" in results["l"]
+    assert end.state == "done"
+    assert end.context == {
+        "ticket_id": "T-1",
+        "addr": {"city": "Paris"},
+        "priority": 5,
+        "ok": False,
+    }
+
+
+async def test_handlers_get_typed_context_and_may_patch_with_required_fields_set() -> None:
+    """A code state's handler gets the typed context, and its Decision may patch a context
+    whose type has required fields."""
+
+    async def check(ctx: TicketCtx) -> Decision:
+        return Decision("done", {"ok": ctx.ticket_id.startswith("T-")})
+
+    c = Chart(
+        "h",
+        context=TicketCtx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=check, writes=("ok",)), DONE),
+        edges=(Edge("check", "done"),),
+    )
+    end, _, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
+    assert end.state == "done" and end.context["ok"] is True
+
+
+async def test_a_handler_returning_junk_escalates_instead_of_raising() -> None:
+    """A handler that returns something other than a Decision escalates the run with a
+    reason saying so; the drive does not raise."""
+
+    async def broken(ctx: TicketCtx) -> Decision:
+        return None  # type: ignore[return-value]
+
+    c = Chart(
+        "h",
+        context=TicketCtx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=broken), DONE),
+        edges=(Edge("check", "done"),),
+    )
+    end, steps, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
+    assert end.state == "escalated"
+    assert "returned None; return a Decision" in steps[-1].event.reason
+
+
+async def test_decisions_with_bad_fields_escalate() -> None:
+    """A Decision with a field of the wrong type escalates, and every event of the run still
+    round-trips through JSON."""
+
+    async def odd(ctx: TicketCtx) -> Decision:
+        return Decision("done", reason=42)  # type: ignore[arg-type]
+
+    c = Chart(
+        "h",
+        context=TicketCtx,
+        budget=Budget(max_steps=5),
+        states=(State("check", kind="code", handler=odd), DONE),
+        edges=(Edge("check", "done"),),
+    )
+    end, steps, _, _ = await run_script(c, [], {"ticket_id": "T-9"})
+    assert end.state == "escalated" and "return a Decision" in steps[-1].event.reason
+    for s in steps:
+        assert (
+            s.event.model_dump_json()
+            == type(s.event).model_validate_json(s.event.model_dump_json()).model_dump_json()
+        )
+
+
+async def test_tools_get_typed_arguments_and_a_failed_call_may_be_retried() -> None:
+    """A tool whose parameter is a pydantic model gets it parsed (and coerced); a call that
+    raised leaves no fingerprint, so the same call may be retried."""
+    PLACED.clear()
+    FLAKY["left"] = 1
+    replies = [
+        reply(call("place", "o", order={"sku": "A1", "qty": "2"})),
+        reply(call("flaky", "f1", q="x")),
+        reply(call("flaky", "f2", q="x")),
+        reply(call("next_state", target="done")),
+    ]
+    end, steps, _, store = await run_script(tools_chart(), replies)
+    results = tool_results(steps)
+    assert results["o"] == "placed 2 x A1"
+    assert [Order(sku="A1", qty=2)] == PLACED
+    assert results["f1"].startswith("error: tool 'flaky' failed: TimeoutError")
+    assert results["f2"] == "ok"
+    assert len(await store.fingerprints(end.run_id)) == 2  # the failed call left none

@@ -27,6 +27,7 @@ from statechart.records.spent import remaining
 from tests.support.helpers import run_script
 
 pytestmark = pytest.mark.anyio
+DONE = State("done", kind="terminal")
 
 
 class Ctx(BaseModel):
@@ -271,3 +272,30 @@ async def test_routing_back_into_a_spent_level_stops_at_the_visit_cap() -> None:
     last = steps[-1].event
     assert last.exhausted == "c.s:steps" and "'c' is at its max_visits" in last.reason
     assert end.visits["c"] == 2
+
+
+def spent_then_capped() -> Chart:
+    return Chart(
+        "x",
+        budget=Budget(max_steps=30),
+        states=(
+            State("a", budget=Budget(max_model_calls=1), on_exhausted="b"),
+            State("b", max_visits=1),
+            DONE,
+        ),
+        edges=(Edge("a", "b"), Edge("b", "a", max_traversals=1), Edge("b", "done")),
+    )
+
+
+async def test_exhaustion_routing_respects_max_visits() -> None:
+    """A spent state's `on_exhausted` target that is already at its max_visits is not
+    entered: the run escalates, naming the cap."""
+    replies = [
+        reply(call("next_state", target="b")),
+        reply(call("next_state", target="a")),
+        reply(content="thinking"),
+    ]
+    end, steps, _, _ = await run_script(spent_then_capped(), replies)
+    last = steps[-1].event
+    assert last.exhausted == "a:model_calls" and "'b' is at its max_visits" in last.reason
+    assert end.state == "escalated" and end.visits["b"] == 1

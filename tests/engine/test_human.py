@@ -11,9 +11,12 @@ from statechart import (
     MemoryStore,
     NotWaitingError,
     RunEndedError,
+    RunError,
     RunNotFoundError,
     ScriptedModel,
+    Session,
     State,
+    ToolCall,
     approve,
     call,
     cancel,
@@ -21,10 +24,12 @@ from statechart import (
     reply,
     run_to_end,
     start,
+    step,
     tool,
 )
 from statechart.engine import compiled
 from tests.support.helpers import run_script, tool_results
+from tests.support.typed import DONE, flaky, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +154,72 @@ async def test_an_approval_state_may_reject_to_escalated() -> None:
     run = await start(c, store=store, model=ScriptedModel([]))
     rec = await reject(c, run.run_id, store=store, by="bo", reason="risky")
     assert rec.run.state == "escalated" and rec.run.status == "ended"
+
+
+# -- approving with edits; cancelling while a call may run ---------------------------------
+
+
+async def test_edits_keep_raw_json_arguments_and_need_a_pending_call() -> None:
+    """An approver's edits merge into a pending call whose arguments arrived as raw JSON;
+    edits on a run with no pending call are refused."""
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(wire,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
+    raw = ToolCall(id="w1", name="wire", arguments='{"to": "acme", "amount": 500}')
+    end, _, _, store = await run_script(c, [reply(raw)])
+    rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": 400})
+    assert rec.event.call is not None
+    assert rec.event.call.arguments == {"to": "acme", "amount": 400}
+
+    gate = Chart(
+        "g",
+        budget=Budget(max_steps=5),
+        states=(State("ok", kind="approval", on_approve="done", on_reject="done"), DONE),
+    )
+    run = await start(gate, store=store, model=ScriptedModel([]))
+    with pytest.raises(RunError, match="no pending call to edit"):
+        await approve(gate, run.run_id, store=store, by="x", edits={"a": 1})
+
+
+async def test_bad_edits_are_refused_and_change_nothing() -> None:
+    """Edits that fail the tool's schema are refused and leave the run as it was; valid
+    edits are coerced, and the edited call is recorded as a new intent with a new key."""
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(wire,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
+    end, _, _, store = await run_script(c, [reply(call("wire", "w1", to="a", amount=1))])
+    with pytest.raises(RunError, match="amount: Input should be a valid integer"):
+        await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "lots"})
+    assert await store.load(end.run_id) == end
+    rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "7"})
+    assert rec.event.call is not None and rec.event.call.arguments == {"to": "a", "amount": 7}
+    proposed, intent = await store.intents(end.run_id)  # the edit is recorded again
+    assert intent.call.arguments == {"to": "a", "amount": 7} and not intent.completed
+    assert proposed.completed_seq == rec.event.seq and proposed.key != intent.key
+
+
+async def test_a_cancel_while_a_call_may_run_leaves_its_intent_open() -> None:
+    """Cancelling a run whose call is at the head of `act` tells the model the call may
+    have started, and leaves its intent open for a resume to settle."""
+    c = Chart(
+        "w",
+        budget=Budget(max_steps=20),
+        states=(State("pay", tools=(flaky,)), DONE),
+        edges=(Edge("pay", "done"),),
+    )
+    store = MemoryStore()
+    model = ScriptedModel([reply(call("flaky", "f1", q="x"))])
+    run = await start(c, store=store, model=model)
+    first = await step(c, run, model=model, session=Session())
+    assert first is not None and first.run.state == "pay.act"
+    await store.append(first)
+    rec = await cancel(c, run.run_id, store=store, reason="stop")
+    assert rec.messages[0].content == "cancelled: stop; this call may have started"
+    [intent] = await store.intents(run.run_id)
+    assert intent.call.id == "f1" and not intent.completed

@@ -407,11 +407,11 @@ def check_budgets(o: Outcome) -> None:
         levels = cc.levels_of(e.source)
         starts_call = bool(e.usage.model_calls or e.usage.tool_calls or e.trigger == "ask")
         for level in levels if e.usage.steps else ():
-            before = ledger.get(level.key, Spent())
+            before = ledger.get(level.path, Spent())
             for kind, cap in level.caps.items():
                 if kind in HARD_KINDS or starts_call:
                     assert spent_of(before, kind) < cap, (
-                        f"event {e.seq} ({e.trigger}) started with level '{level.key}' spent: "
+                        f"event {e.seq} ({e.trigger}) started with level '{level.path}' spent: "
                         f"{kind} {spent_of(before, kind)} >= {cap}"
                     )
         if e.usage.model_calls:
@@ -420,7 +420,7 @@ def check_budgets(o: Outcome) -> None:
             assert request.state == owner
             limits = [state.max_tokens] if state.max_tokens is not None else []
             for level in levels:
-                before = ledger.get(level.key, Spent())
+                before = ledger.get(level.path, Spent())
                 for kind in ("output_tokens", "tokens"):
                     left = remaining(level.caps, before, kind)
                     if left is not None:
@@ -431,20 +431,20 @@ def check_budgets(o: Outcome) -> None:
                 limits,
             )
         for level in levels:
-            ledger[level.key] = ledger.get(level.key, Spent()) + e.usage
+            ledger[level.path] = ledger.get(level.path, Spent()) + e.usage
             for kind in TOKEN_KINDS if e.usage.model_calls else ():
-                key = (level.key, kind)
+                key = (level.path, kind)
                 worst[key] = max(worst.get(key, 0), spent_of(e.usage, kind))
     assert next(requests, None) is None, "a model call left no event"
     for level in cc.levels.values():
-        spent = o.final.ledger.get(level.key, Spent())
+        spent = o.final.ledger.get(level.path, Spent())
         for kind, cap in level.caps.items():
             value = spent_of(spent, kind)
             if kind in TOKEN_KINDS:
-                over = worst.get((level.key, kind), 0)
-                assert value <= cap or value - over < cap, (level.key, kind, value, cap, over)
+                over = worst.get((level.path, kind), 0)
+                assert value <= cap or value - over < cap, (level.path, kind, value, cap, over)
             else:
-                assert value <= cap, (level.key, kind, value, cap)
+                assert value <= cap, (level.path, kind, value, cap)
 
 
 def check_ends(o: Outcome) -> None:
@@ -477,7 +477,7 @@ def check_replay(o: Outcome) -> None:
         context.update(e.patch)
         if not e.usage.is_zero():
             for level in cc.levels_of(e.source):
-                ledger[level.key] = ledger.get(level.key, Spent()) + e.usage
+                ledger[level.path] = ledger.get(level.path, Spent()) + e.usage
         for path in e.entered:
             if cc.nodes[path].state is not None:
                 visits[path] = visits.get(path, 0) + 1

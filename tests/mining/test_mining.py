@@ -1,4 +1,5 @@
-"""Mining: the miner, the proposal and drift against generated traces of known structure."""
+"""Mining: the miner, the proposal and drift against generated traces of known structure;
+traces read from files and stores; the mine command."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import itertools
 import math
 import subprocess
 import sys
+import types
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import statechart as sc
 from statechart.mining import (
     END,
     START,
@@ -24,12 +28,15 @@ from statechart.mining import (
     holm,
     mine,
     read_jsonl,
+    read_store,
     replay_all,
     synthetic_traces,
     transition_counts,
     write_jsonl,
 )
 from statechart.mining.propose import propose
+from statechart.mining.render import mined_mermaid
+from statechart.runtime.lineage import fork
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = (0, 1, 2, 7)
@@ -331,3 +338,208 @@ def test_mine_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], says: s
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: ") and says in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_mine_propose_does_not_overwrite_its_own_input(tmp_path: Path) -> None:
+    """`statechart mine t.jsonl --propose t.jsonl` never writes the draft over the traces
+    it was mined from."""
+    traces = tmp_path / "t.jsonl"
+    write_jsonl(traces_of(["a", "b"], 5), traces)
+    before = traces.read_text()
+    cli(tmp_path, "mine", "t.jsonl", "--propose", "t.jsonl")
+    assert traces.read_text() == before
+
+
+# -- drafts that `statechart check` accepts -------------------------------------------------
+
+
+def traces_of(tools: list[str], n: int, prefix: str = "r") -> list[Trace]:
+    """`n` runs that each call `tools` in order, named prefix0, prefix1, ..."""
+    return [Trace(f"{prefix}{i}", tuple(Call(t) for t in tools)) for i in range(n)]
+
+
+def check_draft(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "draft.py").write_text(source, encoding="utf-8")
+    return cli(tmp_path, "check", "draft.py:chart")
+
+
+def load_draft(source: str) -> sc.Chart:
+    module = types.ModuleType("draft")
+    exec(compile(source, "draft.py", "exec"), module.__dict__)
+    chart = module.__dict__["chart"]
+    assert isinstance(chart, sc.Chart)
+    return chart
+
+
+def test_proposal_with_a_tool_only_rare_runs_use_passes_check(tmp_path: Path) -> None:
+    """A tool seen only in a rare run (every move into and out of it rare) leaves no
+    unreachable state in the draft: the draft passes `statechart check`."""
+    traces = [*traces_of(["a", "b"], 200), Trace("odd", (Call("a"), Call("x"), Call("b")))]
+    result = check_draft(tmp_path, propose(traces).source)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("tool", ["2fa_check", "über_search"])
+def test_proposal_state_names_are_valid_chart_names(tmp_path: Path, tool: str) -> None:
+    """State names made from tool names that start with a digit or hold a non-ASCII letter
+    are valid chart names (^[A-Za-z][A-Za-z0-9_-]*$): the draft passes check."""
+    result = check_draft(tmp_path, propose(traces_of([tool, "send"], 20)).source)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("tool", ['say "hi"', "C:\\new"])
+def test_proposal_quotes_tool_names_in_its_source(tmp_path: Path, tool: str) -> None:
+    """Tool names holding quotes or backslashes are written as proper string literals: the
+    draft loads and its tools keep the names the traces use."""
+    source = propose(traces_of([tool, "send"], 20)).source
+    result = check_draft(tmp_path, source)
+    assert result.returncode == 0, result.stderr
+    chart = load_draft(source)
+    assert {t.name for s in chart.states for t in s.tools} == {tool, "send"}
+
+
+def test_proposal_tool_named_sc_does_not_shadow_the_import(tmp_path: Path) -> None:
+    """A tool named like a name the draft itself uses (`sc`, its statechart import) gets an
+    identifier that does not rebind it: the draft passes check."""
+    result = check_draft(tmp_path, propose(traces_of(["sc", "send"], 20)).source)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("starts", [["a"], ["a", "b"]])
+def test_proposal_allows_runs_without_calls(tmp_path: Path, starts: list[str]) -> None:
+    """A common START -> END (runs that called no tool) becomes an edge from the initial
+    state (or the start router) to done, so the draft replays those runs too."""
+    traces = traces_of([], 30, "e")
+    for tool in starts:
+        traces += traces_of([tool, "send"], 30 // len(starts), tool)
+    draft = propose(traces)
+    result = check_draft(tmp_path, draft.source)
+    assert result.returncode == 0, result.stderr
+    assert set(draft.common) == {t.run_id for t in traces}
+    refused = replay_all(load_draft(draft.source), traces)
+    assert not any(refused.values())
+
+
+def test_proposal_reaches_done_when_every_end_move_is_rare() -> None:
+    """When every move to END is rare (long cycling runs that stop anywhere), the draft
+    still keeps a way to 'done', so the chart builds and validates."""
+    traces = [
+        Trace(f"r{i}", tuple(Call(t) for t in ["a", "b", "c"] * 10 + ["a", "b"][: i % 3]))
+        for i in range(30)
+    ]
+    source = propose(traces, threshold=0.05).source
+    module = types.ModuleType("draft")
+    exec(compile(source, "draft.py", "exec"), module.__dict__)  # builds and validates the chart
+    assert isinstance(module.__dict__["chart"], sc.Chart)
+
+
+# -- traces read from a store or a file -------------------------------------------------------
+
+
+@sc.tool(retry="safe")
+async def search_kb(query: str) -> dict[str, str]:
+    """Search."""
+    return {
+        "body": "x" * 9000 if query == "long" else "",
+        "outcome": "hit" if "a" in query or query == "long" else "empty",
+    }
+
+
+def search_chart() -> sc.Chart:
+    return sc.Chart(
+        "find",
+        states=(sc.State("look", tools=(search_kb,)), sc.State("done", kind="terminal")),
+        edges=(sc.Edge("look", "done"),),
+        budget=sc.Budget(max_steps=40),
+    )
+
+
+def test_store_outcome_survives_a_truncated_result() -> None:
+    """A call whose stored result was cut to the tool's output cap (no longer JSON) is
+    still mined with its outcome ('hit'), not as 'ok'."""
+
+    async def go() -> list[Trace]:
+        store = sc.MemoryStore()
+        model = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="long")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
+        run = await sc.start(search_chart(), store=store, model=model)
+        await sc.run_to_end(search_chart(), run, store=store, model=model)
+        return await read_store(store)
+
+    (trace,) = anyio.run(go)
+    assert [c.label for c in trace.calls] == ["search_kb:hit"]
+
+
+def test_store_forked_run_keeps_the_calls_before_the_fork() -> None:
+    """A forked run's trace starts with the calls it inherited from its parent before the
+    fork point, then its own."""
+    chart = search_chart()
+
+    async def go() -> dict[str, list[str]]:
+        store = sc.MemoryStore()
+        model = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="a")),
+                sc.reply(sc.call("search_kb", query="b")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
+        run = await sc.start(chart, store=store, model=model)
+        run = await sc.run_to_end(chart, run, store=store, model=model)
+        first = next(e.seq for e in await store.events(run.run_id) if e.trigger == "results")
+        child = await fork(
+            chart, run.run_id, first, store=store, now=run.created_at + 1, new_run_id="child"
+        )
+        again = sc.ScriptedModel(
+            [
+                sc.reply(sc.call("search_kb", query="c")),
+                sc.reply(sc.call("next_state", target="done")),
+            ]
+        )
+        await sc.run_to_end(chart, child, store=store, model=again)
+        return {t.run_id: [c.label for c in t.calls] for t in await read_store(store)}
+
+    found = anyio.run(go)
+    assert found["child"] == ["search_kb:hit", "search_kb:empty"]
+
+
+def test_read_jsonl_accepts_a_byte_order_mark(tmp_path: Path) -> None:
+    """A JSONL file saved with a UTF-8 byte order mark (PowerShell, Excel, Notepad) reads
+    like one without."""
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf[{"tool": "a", "outcome": "hit"}]\n')
+    assert [c.label for t in read_jsonl(path) for c in t.calls] == ["a:hit"]
+
+
+# -- drift, rendering and synthetic traces ----------------------------------------------------
+
+
+def test_drift_rejects_an_unknown_by() -> None:
+    """`drift(by=...)` accepts only 'label' or 'tool', as `mine` does."""
+    traces = traces_of(["a"], 3)
+    with pytest.raises(ValueError, match="by="):
+        drift(traces, traces, by="bogus")
+
+
+def test_mermaid_gives_distinct_labels_distinct_nodes() -> None:
+    """Labels that differ only in punctuation ('web-search:ok', 'web_search:ok') are drawn
+    as distinct Mermaid nodes."""
+    traces = traces_of(["web-search", "send"], 5) + traces_of(["web_search", "send"], 5, "s")
+    drawn = mined_mermaid(mine(traces))
+    nodes = [line.split("[")[0].strip() for line in drawn.splitlines() if '["' in line]
+    assert len(nodes) == len(set(nodes)) == 3
+
+
+def test_synthetic_traces_with_few_runs_is_not_an_obscure_crash() -> None:
+    """Asking for fewer runs than the anomalies planted by default either plants what fits
+    or says which parameters to lower."""
+    try:
+        week = synthetic_traces(20, seed=0)
+    except ValueError as exc:
+        assert "runs" in str(exc) or "repeated" in str(exc), str(exc)
+    else:
+        assert len(week.traces) == 20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import statechart as sc
+from statechart.chart.tools import outcome_class
 from statechart.engine import compiled
 from statechart.engine.replay import replay
 from statechart.mining import (
@@ -26,7 +28,7 @@ from statechart.mining import (
     state_visits,
     synthetic_traces,
 )
-from statechart.mining.shadow import shadow_refusals
+from statechart.mining.shadow import default_outcome, shadow_refusals
 from tests.support.helpers import loop_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,3 +334,351 @@ def test_shadow_enters_and_leaves_sub_charts_as_the_driver_would(
     assert judged.initial is not None
     folded = replay(cc, judged.initial, [s.event for s in judged.steps])
     assert folded == judged.run
+
+
+# -- budgets judged as the driver judges them -------------------------------------------------
+
+
+X = loop_tool("x", repeatable=True)
+ONCE = loop_tool("x")
+
+
+def one_state(budget: sc.Budget, tool: sc.Tool = X) -> sc.Chart:
+    """One model state offering `x` (repeatable unless `tool` says otherwise), then done."""
+    return sc.Chart(
+        "one",
+        states=(
+            sc.State("work", tools=(tool,), max_iterations=10),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("work", "done"),),
+        budget=budget,
+    )
+
+
+def driver_run(chart: sc.Chart, calls: int) -> sc.Run:
+    """The real driver making `calls` calls of `x` and then asking to finish."""
+    script = [sc.reply(sc.call("x")) for _ in range(calls)]
+    script.append(sc.reply(sc.call("next_state", target="done")))
+    return sc.run_sync(chart, store=sc.MemoryStore(), model=sc.ScriptedModel(script))
+
+
+def shadowed(chart: sc.Chart, calls: int) -> list[tuple[str, str]]:
+    judged = Shadow(chart).replay(Trace("t", tuple(Call("x") for _ in range(calls))))
+    return [(r.kind, r.tool) for r in judged.refusals]
+
+
+def test_shadow_charges_a_move_two_steps_like_the_driver() -> None:
+    """A change of state costs two steps in the shadow as in the driver (the model call
+    asking for next_state, then the move): with max_steps=7, three calls and a finish
+    exhaust the run, and the shadow reports a budget refusal for the finishing move."""
+    chart = one_state(sc.Budget(max_steps=7))
+    assert driver_run(chart, 3).state != "done"  # the driver runs out of steps
+    assert ("budget", "") in shadowed(chart, 3)
+
+
+def test_shadow_move_checks_every_cap_the_model_call_needs() -> None:
+    """A move needs a model call, so the shadow checks every cap (model calls, tool calls,
+    tokens) before it, as the driver does: with max_tool_calls=2 and two calls, the final
+    move is a budget refusal."""
+    chart = one_state(sc.Budget(max_steps=100, max_tool_calls=2))
+    assert driver_run(chart, 2).state != "done"
+    assert ("budget", "") in shadowed(chart, 2)
+
+
+def test_shadow_call_checks_caps_after_the_model_call_that_picks_it() -> None:
+    """The shadow checks the caps again after charging the model call that chose a tool:
+    with max_model_calls=3 the third call of `x` is refused, as the driver never runs it."""
+    chart = one_state(sc.Budget(max_steps=100, max_model_calls=3))
+    run = driver_run(chart, 3)
+    assert run.ledger[""].tool_calls == 2  # the driver never ran the third call
+    assert ("budget", "x") in shadowed(chart, 3)
+
+
+# -- the stored shadow snapshot is the fold of its events -------------------------------------
+
+
+def test_shadow_unknown_tool_snapshot_matches_the_fold() -> None:
+    """After a call of a tool no state offers (refused, but charged and recorded), the
+    shadow's snapshot equals the fold of its events."""
+    chart = one_state(sc.Budget(max_steps=100))
+    judged = Shadow(chart).start(run_id="u")
+    judged.record("x", {}, "ok")
+    judged.record("translate", {}, "ok")
+    assert [r.kind for r in judged.refusals] == ["tool"]
+    assert judged.initial is not None
+    folded = replay(compiled(chart), judged.initial, [s.event for s in judged.steps])
+    assert folded == judged.run
+
+
+def test_shadow_budget_refusals_snapshot_matches_the_fold() -> None:
+    """After a run whose last events are budget refusals (committed with `exhausted=`), the
+    shadow's snapshot equals the fold of its events."""
+    chart = one_state(sc.Budget(max_steps=4))
+    judged = Shadow(chart).start(run_id="b")
+    for i in range(4):
+        judged.record("x", {"i": i}, "ok")
+    judged.finish()
+    assert {r.kind for r in judged.refusals} == {"budget"}
+    assert judged.initial is not None
+    folded = replay(compiled(chart), judged.initial, [s.event for s in judged.steps])
+    assert folded == judged.run
+
+
+async def review(ticket: Ticket) -> sc.Decision:
+    return sc.Decision("send", patch={"review_passed": True})
+
+
+def test_shadow_follows_a_move_through_a_code_state() -> None:
+    """A move that passes through a code state (draft -> review -> send, the handler
+    deciding, as in docs/mining.md section 5) is followed by the shadow as by the driver,
+    not refused as an illegal edge."""
+    draft, send = loop_tool("draft_reply"), loop_tool("send_reply")
+    chart = sc.Chart(
+        "triage",
+        states=(
+            sc.State("draft", tools=(draft,)),
+            sc.State("review", kind="code", handler=review, writes=("review_passed",)),
+            sc.State("send", tools=(send,)),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("draft", "review"), sc.Edge("review", "send"), sc.Edge("send", "done")),
+        context=Ticket,
+        budget=sc.Budget(max_steps=30),
+    )
+    model = sc.ScriptedModel(
+        [
+            sc.reply(sc.call("draft_reply")),
+            sc.reply(sc.call("next_state", target="review")),
+            sc.reply(sc.call("send_reply")),
+            sc.reply(sc.call("next_state", target="done")),
+        ]
+    )
+    assert sc.run_sync(chart, store=sc.MemoryStore(), model=model).state == "done"
+    judged = Shadow(chart).replay(Trace("t", (Call("draft_reply"), Call("send_reply"))))
+    assert [r.kind for r in judged.refusals if r.kind == "illegal"] == []
+
+
+# -- the wrapped dispatcher -------------------------------------------------------------------
+
+
+def test_shadow_retry_after_a_failed_call_is_not_a_repeat() -> None:
+    """Only calls that succeeded count for the repeat check, as in the driver: retrying a
+    call whose dispatcher raised is not refused as a 'repeat'."""
+    chart = one_state(sc.Budget(max_steps=100), ONCE)
+    failures = iter([TimeoutError("flaky")])
+
+    def dispatch(tool: str, arguments: Any) -> str:
+        for exc in failures:
+            raise exc
+        return "fine"
+
+    judged = Shadow(chart).start(run_id="retry")
+    wrapped = judged.wrap(dispatch)
+    with pytest.raises(TimeoutError):
+        wrapped("x", {"q": 1})
+    assert wrapped("x", {"q": 1}) == "fine"
+    judged.finish()
+    assert judged.refusals == []
+
+
+def test_shadow_accepts_json_string_arguments() -> None:
+    """Arguments given as the JSON string a provider sent are parsed: the loop gets its
+    result and the call is recorded."""
+    chart = one_state(sc.Budget(max_steps=100))
+    judged = Shadow(chart).start(run_id="s")
+    wrapped = judged.wrap(lambda tool, arguments: "fine")
+    assert wrapped("x", '{"q": 1}') == "fine"
+    assert [s.event.call.name for s in judged.steps if s.event.call] == ["x"]
+
+
+def test_shadow_sees_the_outcome_of_an_async_callable_dispatcher() -> None:
+    """An object with `async def __call__` is wrapped as async: a call that raised is
+    recorded as 'error'."""
+    chart = one_state(sc.Budget(max_steps=100))
+
+    class Dispatcher:
+        async def __call__(self, tool: str, arguments: Any) -> str:
+            raise ConnectionError("down")
+
+    judged = Shadow(chart).start(run_id="a")
+    wrapped = judged.wrap(Dispatcher())
+
+    async def loop() -> None:
+        with pytest.raises(ConnectionError):
+            await wrapped("x", {})
+
+    anyio.run(loop)
+    assert [s.event.result for s in judged.steps] == ["error"]
+
+
+def test_shadow_saves_runs_whose_arguments_are_not_json(tmp_path: Path) -> None:
+    """Arguments holding plain Python objects are stored in a JSON form, so the shadow run
+    saves to SQLite and reads back as a trace."""
+
+    class Query:
+        def __repr__(self) -> str:
+            return "Query('refund')"
+
+    chart = one_state(sc.Budget(max_steps=100))
+    store = sc.SQLiteStore(tmp_path / "s.db")
+    judged = Shadow(chart).start(run_id="objects")
+    judged.wrap(lambda tool, arguments: "fine")("x", {"query": Query()})
+    judged.finish()
+    judged.save_sync(store)
+    (trace,) = anyio.run(read_store, store)
+    store.close()
+    assert [c.tool for c in trace.calls] == ["x"]
+
+
+# -- judgements that agree with the driver's ---------------------------------------------------
+
+
+LOOK_TOOL, WRITE_TOOL = loop_tool("search"), loop_tool("draft")
+
+
+def two_states(guard: sc.Guard | None = None, context: type[BaseModel] | None = None) -> sc.Chart:
+    """look (search) -> write (draft) -> done, the first edge optionally guarded."""
+    extra: dict[str, Any] = {"context": context} if context is not None else {}
+    return sc.Chart(
+        "two",
+        states=(
+            sc.State("look", tools=(LOOK_TOOL,), max_iterations=6),
+            sc.State("write", tools=(WRITE_TOOL,), max_iterations=6),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("look", "write", guard=guard), sc.Edge("write", "done")),
+        budget=sc.Budget(max_steps=60),
+        **extra,
+    )
+
+
+def searched(facts: sc.Facts) -> str | None:
+    visit = facts.run.visit
+    return None if visit is not None and visit.succeeded.get("search") else "nothing found yet"
+
+
+def test_shadow_failed_call_does_not_count_as_succeeded() -> None:
+    """A call whose dispatcher raised does not count in `visit.succeeded`, as in the driver:
+    a guard 'leave look only after a successful search' refuses the move after a search
+    that raised."""
+    judged = Shadow(two_states(guard=searched)).start(run_id="failed")
+
+    def dispatch(tool: str, arguments: Any) -> str:
+        if tool == "search":
+            raise TimeoutError("search backend down")
+        return "a draft"
+
+    wrapped = judged.wrap(dispatch)
+    with pytest.raises(TimeoutError):
+        wrapped("search", {"query": "refund"})
+    wrapped("draft", {})
+    judged.finish()
+    assert [(r.kind, r.tool) for r in judged.refusals] == [("guard", "draft")]
+
+
+@sc.tool(retry="safe")
+async def search_with_default(query: str, limit: int = 10) -> str:
+    """Search with a default page size."""
+    return "results"
+
+
+def test_shadow_repeat_check_normalises_arguments_like_the_driver() -> None:
+    """The repeat check fingerprints the arguments as the chart's tool parses them (defaults
+    filled in), as the driver does: {"query": "a"} then {"query": "a", "limit": 10} is a
+    repeat in both."""
+    chart = sc.Chart(
+        "one",
+        states=(
+            sc.State("look", tools=(search_with_default,), max_iterations=6),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("look", "done"),),
+        budget=sc.Budget(max_steps=60),
+    )
+    model = sc.ScriptedModel(
+        [
+            sc.reply(sc.call("search_with_default", query="a")),
+            sc.reply(sc.call("search_with_default", query="a", limit=10)),
+        ]
+    )
+    store = sc.MemoryStore()
+    run = sc.run_sync(chart, store=store, model=model)
+    refused = [e.refused for e in anyio.run(store.events, run.run_id) if e.refused]
+    assert refused and "already ran with these arguments" in refused[0]  # the driver
+
+    judged = Shadow(chart).start(run_id="defaults")
+    wrapped = judged.wrap(lambda tool, arguments: "results")
+    wrapped("search_with_default", {"query": "a"})
+    wrapped("search_with_default", {"query": "a", "limit": 10})
+    assert [r.kind for r in judged.refusals] == ["repeat"]
+
+
+def test_shadow_observe_hook_gets_the_parsed_arguments() -> None:
+    """Arguments given as a JSON string reach the `observe` hook parsed into a mapping, so
+    the hook's outcome is used."""
+    seen: list[Any] = []
+
+    def observe(tool: str, arguments: Any, result: Any) -> dict[str, Any]:
+        seen.append(arguments)
+        return {}
+
+    judged = Shadow(two_states(), observe=observe).start(run_id="json")
+    judged.wrap(lambda tool, arguments: {"outcome": "hit"})("search", '{"query": "refund"}')
+    assert seen == [{"query": "refund"}]
+    assert [s.event.outcome for s in judged.steps] == ["hit"]
+
+
+class Hit(BaseModel):
+    outcome: str
+    body: str = ""
+
+
+def test_shadow_default_outcome_reads_an_outcome_attribute_like_the_driver() -> None:
+    """The shadow's `default_outcome` labels a typed result by its `outcome` attribute, as
+    the driver's `outcome_class` does."""
+    result = Hit(outcome="hit")
+    assert outcome_class(result) == "hit"
+    assert default_outcome("search", result) == "hit"
+
+
+# -- stored shadow runs -----------------------------------------------------------------------
+
+
+class Seen(BaseModel):
+    searched_at: dt.datetime | None = None
+
+
+def test_shadow_observe_patch_is_stored_as_json_values() -> None:
+    """An `observe` hook's patch is validated against the context type and kept as JSON
+    values (a datetime as its ISO string), so the stored snapshot equals the fold of its
+    events."""
+    chart = two_states(context=Seen)
+
+    def observe(tool: str, arguments: Any, result: Any) -> dict[str, Any]:
+        return {"searched_at": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}
+
+    judged = Shadow(chart, observe=observe).start(run_id="patched")
+    judged.wrap(lambda tool, arguments: "ok")("search", {"query": "a"})
+    judged.finish()
+    store = sc.MemoryStore()
+    judged.save_sync(store)
+
+    async def both() -> tuple[sc.Run, sc.Run]:
+        folded = replay(compiled(chart), await store.base("patched"), await store.events("patched"))
+        return await store.load("patched"), folded
+
+    loaded, folded = anyio.run(both)
+    assert loaded == folded
+
+
+def test_stored_shadow_refusals_match_the_live_ones() -> None:
+    """`shadow_refusals(store)` (what `statechart mine --shadow` reports) gives the same
+    refusals as the live run: the same leaves, and the tool whose call needed a move."""
+    chart = two_states(guard=lambda facts: "not yet")
+    judged = Shadow(chart).replay(Trace("t", (Call("search"), Call("draft"))))
+    store = sc.MemoryStore()
+    judged.save_sync(store)
+    stored = anyio.run(shadow_refusals, store)[judged.run.run_id]
+    assert judged.refusals
+    assert stored == judged.refusals

@@ -122,3 +122,24 @@ async def test_a_reply_with_no_content_is_refused_back_to_the_model(provider: Pr
     end, events = await drive(provider)
     assert end.state == "done"
     assert "called no tool" in (events[0].refused or "")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_anthropic_never_sends_a_message_with_empty_content(
+    provider: Provider, anyio_backend: str
+) -> None:
+    """After a reply with no content (refused back to the model), the next request carries no
+    message with empty content and no empty text block, which the messages API rejects."""
+    provider.answer(message())
+    provider.answer(message(("t1", "next_state", {"target": "done"})))
+    c, store = chart(), MemoryStore()
+    m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=0, timeout=10)
+    run = await start(c, store=store, model=m, context={"question": "refunds?"})
+    await run_to_end(c, run, store=store, model=m)
+    second = provider.bodies()[1]
+    for msg in second["messages"]:
+        assert msg["content"], f"empty content: {msg}"
+        for block in msg["content"]:
+            if block["type"] == "text":
+                assert block["text"].strip(), f"empty text block: {msg}"

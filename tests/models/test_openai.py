@@ -11,8 +11,11 @@ import pytest
 from pydantic import BaseModel
 
 from statechart import Budget, Chart, Edge, MemoryStore, State, run_to_end, start, tool
+from statechart.io.loading import load_chart
 from statechart.models.openai import OpenAIModel
 from statechart.models.pricing import Price
+from statechart.records.messages import Request, ToolSpec
+from tests.support.cli import AGENT
 from tests.support.provider_server import Provider, serve
 
 pytestmark = pytest.mark.anyio
@@ -237,3 +240,48 @@ async def test_each_state_offers_exactly_its_own_tools(
     ]
     assert targets[0] == ["gather", "resolve", "needs_human", "escalated"]
     assert targets[-1] == ["verify", "failed", "escalated"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_max_tokens_sent_to_gpt_4o_mini_is_within_its_output_limit(
+    provider: Provider, anyio_backend: str
+) -> None:
+    """The per-call output cap sent to gpt-4o-mini (what the budget has left, 50,000 for
+    support_triage) is within the model's 16,384 completion-token limit, or not sent."""
+    chart, _ = load_chart(AGENT)
+    provider.answer({"error": {"message": "stop here", "type": "test"}}, status=500)
+    model = OpenAIModel(
+        "gpt-4o-mini", base_url=f"{provider.url}/v1", api_key="test", max_retries=0, timeout=10
+    )
+    store = MemoryStore()
+    run = await start(chart, store=store, model=model, context={"ticket_id": "T-1001"})
+    await run_to_end(chart, run, store=store, model=model)
+    first = provider.bodies()[0]
+    assert first.get("max_tokens") is None or first["max_tokens"] <= 16_384, first["max_tokens"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
+    provider: Provider, anyio_backend: str
+) -> None:
+    """A dated snapshot of a priced model (`gpt-4o-mini-2024-07-18`) is charged at its base
+    model's price, so `max_cost_micros` still applies."""
+    provider.answer(completion(("c1", "next_state", '{"target": "done"}'), tokens=(1_000_000, 0)))
+    model = OpenAIModel(
+        "gpt-4o-mini-2024-07-18",
+        base_url=f"{provider.url}/v1",
+        api_key="test",
+        max_retries=0,
+        timeout=10,
+    )
+    request = Request(
+        state="s",
+        instructions="",
+        context={},
+        transcript=(),
+        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
+    )
+    got = await model.complete(request)
+    assert got.usage.cost_micros == 150_000  # gpt-4o-mini's input price, $0.15 per M

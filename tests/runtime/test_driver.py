@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel
 
@@ -15,13 +17,16 @@ from statechart import (
     MemoryStore,
     ScriptedModel,
     Session,
+    SQLiteStore,
     State,
     call,
     reply,
     run_sync,
+    run_to_end,
     start,
     step,
 )
+from tests.support.durable import FINISH, never_refund, pay_chart
 from tests.support.helpers import run_script
 
 pytestmark = pytest.mark.anyio
@@ -128,3 +133,17 @@ async def test_store_fences_a_stale_writer() -> None:
 def test_run_sync_from_plain_code() -> None:
     end = run_sync(chart(), store=MemoryStore(), model=ScriptedModel([]), context={"score": 8})
     assert end.state == "send"
+
+
+async def test_run_to_end_returns_the_stored_run_when_nothing_was_left_to_do(db: Path) -> None:
+    """`run_to_end` on a run that already ended answers with the stored run, not with the
+    caller's stale snapshot."""
+    c = pay_chart(never_refund())
+    store = SQLiteStore(db)
+    model = ScriptedModel([FINISH])
+    run = await start(c, store=store, model=model, run_id="r1")
+    assert (await run_to_end(c, run, store=store, model=model)).state == "done"
+    again = await run_to_end(c, run, store=store, model=ScriptedModel([]))
+    assert again == await store.load("r1"), (
+        f"run_to_end said the run is {again.status} in '{again.state}'; it ended in 'done'"
+    )

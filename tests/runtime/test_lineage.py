@@ -1,31 +1,40 @@
-"""Fork: a new run from a past state rebuilt from the log; the original is untouched."""
+"""Fork: a new run from a past state rebuilt from the log; the original is untouched. A fork,
+like a human decision, needs the chart version the run was stored under."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from statechart import (
     Budget,
     Chart,
     ChartChangedError,
     Edge,
+    Facts,
     MemoryStore,
     RunError,
+    ScriptedModel,
     SQLiteStore,
     State,
     Store,
+    approve,
     call,
     fork,
     reply,
+    resume,
     run_to_end,
+    start,
     tool,
 )
 from statechart.engine import compiled
 from statechart.engine.replay import replay
 from statechart.runtime.lineage import describe_change
+from tests.support.durable import DONE, FINISH, pay_chart
 from tests.support.helpers import run_script
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +180,106 @@ def test_a_chart_change_is_described_line_by_line() -> None:
     change = describe_change(old, new)
     assert "- chart desk" in change and "+ chart desk" in change and "refund" in change
     assert describe_change(None, new).startswith("the old structure was not stored")
+
+
+# -- a fork resumed or driven on: the entering guard and the intents of its own ---------------
+
+
+class Ticket(BaseModel):
+    tier: str = "basic"
+
+
+def vip_only(f: Facts) -> str | None:
+    return None if f.context.tier == "vip" else "only vip tickets are sent"
+
+
+async def demote(ctx: Ticket) -> dict[str, Any]:
+    return {"tier": "basic"}
+
+
+def gate_chart() -> Chart:
+    return Chart(
+        "gate",
+        context=Ticket,
+        budget=Budget(max_steps=20),
+        states=(
+            State("triage", writes=("tier",)),
+            State("send", reads=("tier",), writes=("tier",), on_resume=demote),
+            DONE,
+        ),
+        edges=(Edge("triage", "send", guard=vip_only), Edge("send", "done")),
+    )
+
+
+async def test_resuming_a_fork_rechecks_the_guard_that_entered_its_state(db: Path) -> None:
+    """A fork resumed in a state whose on_resume refresh breaks the guard of the edge that
+    entered it escalates, as the original run resumed at that point does."""
+    c = gate_chart()
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("next_state", target="send", tier="vip")), FINISH])
+    await start(c, store=store, model=model, run_id="r1")
+    end = await run_to_end(c, "r1", store=store, model=model)
+    assert end.state == "done"
+    child = await fork(c, "r1", 2, store=store, new_run_id="child")
+    assert child.state == "send.think"
+    # the original, resumed at that point, escalates (tests/runtime/test_resume.py shows it);
+    # the fork, resumed at the same point with the same refresh, must too
+    forked = await resume(c, "child", store=store, model=ScriptedModel([FINISH]))
+    assert forked.state == "escalated", "the entering guard was not run again for the fork"
+
+
+async def test_a_fork_records_the_intent_of_the_call_it_runs(db: Path) -> None:
+    """A fork taken while a call was pending runs it with the parent's key and records an
+    intent row of its own, completed once the call ran."""
+    keys: list[str | None] = []
+
+    @tool(retry="keyed")
+    async def refund(order: str, idempotency_key: str | None = None) -> str:
+        """Refund."""
+        keys.append(idempotency_key)
+        return f"refunded {order}"
+
+    c = pay_chart(refund)
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("refund", "r", order="o1")), FINISH])
+    await start(c, store=store, model=model, run_id="r1")
+    await run_to_end(c, "r1", store=store, model=model)
+    child = await fork(c, "r1", 1, store=store, new_run_id="child")
+    assert child.state == "resolve.act" and child.pending[0].key is not None
+    end = await run_to_end(c, "child", store=store, model=ScriptedModel([FINISH]))
+    assert end.state == "done" and len(keys) == 2  # the fork ran the refund (same key)
+    ran = [e for e in await store.events("child") if e.call is not None and e.actor == "code"]
+    assert [e.call.name for e in ran if e.call] == ["refund"]
+    intents = await store.intents("child")
+    assert [(i.call.name, i.completed) for i in intents] == [("refund", True)], (
+        "the fork ran a side-effecting call with no intent row of its own"
+    )
+
+
+# -- human decisions check the chart version -------------------------------------------------
+
+
+def signoff_chart(on_approve: str, *extra: State) -> Chart:
+    return Chart(
+        "signoff",
+        budget=Budget(max_steps=10),
+        states=(
+            State("check", kind="approval", on_approve=on_approve, on_reject="done"),
+            DONE,
+            *extra,
+        ),
+    )
+
+
+async def test_approving_with_a_changed_chart_is_refused(db: Path) -> None:
+    """approve() with a chart whose version differs from the run's raises
+    ChartChangedError and leaves the stored run unchanged."""
+    old = signoff_chart("done")
+    new = signoff_chart("finish", State("finish", kind="terminal"))
+    assert old.version != new.version
+    store = SQLiteStore(db)
+    await start(old, store=store, model=ScriptedModel([]), run_id="r1")
+    before = await store.load("r1")
+    with pytest.raises(ChartChangedError):
+        await approve(new, "r1", store=store, by="ops")
+    assert await store.load("r1") == before

@@ -4,9 +4,11 @@ interrupted call by its retry policy, refusing a changed chart unless migrated."
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -14,6 +16,7 @@ from statechart import (
     Budget,
     Chart,
     ChartChangedError,
+    CorruptRowError,
     Edge,
     Facts,
     ModelError,
@@ -21,12 +24,15 @@ from statechart import (
     ScriptedModel,
     SQLiteStore,
     State,
+    Tool,
     approve,
     call,
+    cancel,
     drive,
     reject,
     reply,
     resume,
+    run_to_end,
     start,
     tool,
 )
@@ -34,7 +40,15 @@ from statechart.engine import compiled
 from statechart.engine.replay import replay
 from statechart.models import register, registry
 from tests.engine.test_nesting import workflow
-from tests.support.durable import CALLS, DONE, FINISH, interrupted, pay_chart, refund_tool
+from tests.support.durable import (
+    CALLS,
+    DONE,
+    FINISH,
+    interrupted,
+    never_refund,
+    pay_chart,
+    refund_tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -340,3 +354,272 @@ async def test_resume_returns_the_stored_run_when_another_process_finished_it(db
         model=ScriptedModel([]),
     )
     assert got == await store.load("r1") and got.state == "done"
+
+
+# -- a call in doubt stays in doubt until a driver settles it --------------------------------
+
+
+def reconcile_refund(asked: list[str]) -> Tool:
+    def check(order: str) -> str | None:
+        asked.append(order)
+        return f"already refunded {order}"
+
+    async def refund(order: str) -> str:
+        CALLS.append((order, None))
+        return f"refunded {order}"
+
+    return tool(retry="reconcile", reconcile=check)(refund)
+
+
+async def test_a_refused_resume_keeps_an_interrupted_never_call_in_doubt(db: Path) -> None:
+    """A resume that fails before its first step (the chart changed) leaves the run as it
+    found it, including the fact that the last driver was killed mid-call: the next resume
+    asks a human before a retry='never' refund runs again."""
+    c = pay_chart(never_refund())
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    changed = pay_chart(never_refund(), steps=21)
+    store = SQLiteStore(db)
+    with pytest.raises(ChartChangedError):
+        await resume(changed, "r1", store=store, model=ScriptedModel([FINISH]))
+    # the operator goes back to the chart the run started on
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert CALLS == [], "a retry='never' call that may have run was run again without a human"
+    assert end.status == "waiting" and end.state == "resolve.approve"
+
+
+async def test_a_reconcile_call_in_doubt_is_reconciled_after_a_failed_resume(db: Path) -> None:
+    """After a resume refused for a changed chart, the next resume still settles the
+    interrupted retry='reconcile' call through its hook instead of running it again."""
+    asked: list[str] = []
+    c = pay_chart(reconcile_refund(asked))
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    changed = pay_chart(reconcile_refund(asked), steps=21)
+    store = SQLiteStore(db)
+    with pytest.raises(ChartChangedError):
+        await resume(changed, "r1", store=store, model=ScriptedModel([FINISH]))
+    await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert asked == ["o1"], "the reconcile hook was never asked"
+    assert CALLS == [], "the refund was issued a second time"
+
+
+async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
+    db: Path,
+) -> None:
+    """A resume that meets a corrupt row raises CorruptRowError before writing anything and
+    hands the lease back still marked abandoned; once the row is restored, the interrupted
+    retry='never' refund waits for a human."""
+    c = pay_chart(never_refund())
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    raw = sqlite3.connect(db, isolation_level=None)
+    good = raw.execute("SELECT messages FROM events WHERE run_id='r1' AND seq=1").fetchone()[0]
+    lease_before = raw.execute("SELECT lease_holder FROM runs").fetchone()
+    raw.execute('UPDATE events SET messages=\'[{"role": "wizard"}]\' WHERE seq=1')
+    store = SQLiteStore(db)
+    with pytest.raises(CorruptRowError):
+        await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    # the failed resume took the lease but gave it back still marked abandoned (expired,
+    # holder kept), so the next driver still takes the run over with the call in doubt
+    holder, expires = raw.execute("SELECT lease_holder, lease_expires FROM runs").fetchone()
+    assert holder is not None and holder != lease_before[0] and expires == 0
+    assert (await store.events("r1"))[-1].trigger != "takeover"  # nothing was appended
+    raw.execute("UPDATE events SET messages=? WHERE seq=1", (good,))  # restored from a backup
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert CALLS == [] and end.state == "resolve.approve"
+
+
+async def test_closing_drive_after_the_refresh_keeps_the_call_in_doubt(db: Path) -> None:
+    """A resuming driver that yields its `resume` refresh record and is then closed has
+    settled nothing; the next driver still treats the call as in doubt."""
+
+    async def refresh(ctx: Any) -> dict[str, Any]:
+        return {}
+
+    c = pay_chart(never_refund(), on_resume=refresh)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    async with contextlib.aclosing(
+        drive(c, "r1", store=store, model=ScriptedModel([]), resuming=True)
+    ) as steps:
+        async for record in steps:  # the takeover is recorded first, then the refresh
+            assert record.event.trigger in ("takeover", "resume")
+            if record.event.trigger == "resume":
+                break
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert CALLS == [], "a retry='never' call that may have run was run again without a human"
+    assert end.state == "resolve.approve"
+
+
+async def test_a_driver_restarted_under_the_same_holder_name_sees_the_call_in_doubt(
+    db: Path,
+) -> None:
+    """A worker with a fixed holder name, killed mid-call and restarted under that name,
+    finds the call in doubt: the lease it never released says a call was in flight."""
+    c = pay_chart(never_refund())
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1, holder="worker-1")
+    store = SQLiteStore(db)
+    end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]), holder="worker-1")
+    assert CALLS == [], "a retry='never' call that may have run was run again without a human"
+    assert end.state == "resolve.approve"
+
+
+async def test_two_drivers_with_the_same_holder_name_do_not_both_run_the_call(
+    db: Path,
+) -> None:
+    """Two workers resuming one run under the same holder name (e.g. a host name) do not
+    both get the lease: the pending call runs once."""
+    ran: list[str] = []
+
+    @tool(retry="safe")
+    async def refund(order: str) -> str:
+        """Refund."""
+        ran.append(order)
+        await anyio.sleep(0.2)
+        return "ok"
+
+    c = pay_chart(refund)
+    setup = SQLiteStore(db)
+    model = ScriptedModel([reply(call("refund", "r", order="o1"))])
+    await start(c, store=setup, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(c, "r1", store=setup, model=model)) as steps:
+        async for _ in steps:
+            break  # the intent is recorded; the call has not run
+
+    errors: list[Exception] = []
+
+    async def worker() -> None:
+        try:
+            await resume(
+                c, "r1", store=SQLiteStore(db), model=ScriptedModel([FINISH]), holder="worker"
+            )
+        except Exception as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        tg.start_soon(worker)
+    assert ran == ["o1"], f"the refund ran {len(ran)} times; errors: {errors}"
+
+
+async def test_an_escalating_refresh_does_not_call_an_interrupted_call_not_executed(
+    db: Path,
+) -> None:
+    """When on_resume fails and the run escalates, the result recorded for a call the killed
+    driver may have started never says it was 'not executed'."""
+
+    async def refresh(ctx: Any) -> dict[str, Any]:
+        raise ConnectionError("crm down")
+
+    c = pay_chart(never_refund(), on_resume=refresh)
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    end = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert end.state == "escalated"
+    texts = [m.content for m in await store.transcript("r1", 0) if m.tool_call_id == "r"]
+    assert not any(t.startswith("not executed") for t in texts), texts
+
+
+async def test_approving_an_in_doubt_call_with_edits_keeps_the_doubtful_intent(
+    db: Path,
+) -> None:
+    """Approving an in-doubt call with edits runs the edited call and keeps the intent of
+    the original one (the record, with its key, that it may have run)."""
+    c = pay_chart(never_refund())
+    await interrupted(c, db, [reply(call("refund", "r", order="o1"))], stop_at=1)
+    store = SQLiteStore(db)
+    (doubtful,) = await store.intents("r1")
+    waiting = await resume(c, "r1", store=store, model=ScriptedModel([]))
+    assert waiting.state == "resolve.approve"
+    await approve(c, "r1", store=store, by="ops", edits={"order": "o2"})
+    await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    assert CALLS == [("o2", None)]
+    keys = [i.key for i in await store.intents("r1")]
+    assert doubtful.key in keys, "the intent of the call that may have run is gone"
+
+
+async def test_a_call_cancelled_mid_flight_is_settled_by_a_resume(db: Path) -> None:
+    """A call cancelled while it ran keeps its intent open, and a resume of the cancelled
+    run settles it by the tool's retry policy (here: asks the reconcile hook)."""
+    asked: list[str] = []
+    started = anyio.Event()
+
+    def check(order: str) -> str | None:
+        asked.append(order)
+        return "refunded"
+
+    @tool(retry="reconcile", reconcile=check)
+    async def refund(order: str) -> str:
+        """Refund."""
+        started.set()
+        await anyio.sleep(0.2)
+        return "refunded"
+
+    c = pay_chart(refund)
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("refund", "r", order="o1"))])
+    await start(c, store=store, model=model, run_id="r1")
+
+    async def ops() -> None:
+        await started.wait()
+        await cancel(c, "r1", store=SQLiteStore(db), reason="customer left")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ops)
+        await run_to_end(c, "r1", store=store, model=model)
+    assert (await store.load("r1")).state == "cancelled"
+    await resume(c, "r1", store=store, model=ScriptedModel([]))
+    (intent,) = await store.intents("r1")
+    assert asked == ["o1"] or intent.completed, f"the interrupted call was never settled: {intent}"
+
+
+# -- migrations ------------------------------------------------------------------------------
+
+
+async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: Path) -> None:
+    """A migration that renames a model state by rewriting only `state=` (leaving a stale
+    `visit`) either drives to the end or is refused with ChartChangedError, changing
+    nothing; it never crashes after committing."""
+
+    @tool(retry="safe")
+    async def look(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    old = Chart(
+        "desk",
+        budget=Budget(max_steps=20),
+        states=(State("research", tools=(look,)), DONE),
+        edges=(Edge("research", "done"),),
+    )
+    new = Chart(
+        "desk",
+        budget=Budget(max_steps=20),
+        states=(State("investigate", tools=(look,)), DONE),
+        edges=(Edge("investigate", "done"),),
+    )
+    store = SQLiteStore(db)
+    model = ScriptedModel([reply(call("look", "l1", q="a"))])
+    await start(old, store=store, model=model, run_id="r1")
+    async with contextlib.aclosing(drive(old, "r1", store=store, model=model)) as steps:
+        async for record in steps:
+            if record.event.seq == 2:
+                break
+    before = await store.load("r1")
+    assert before.state == "research.think"
+
+    def rename(run: Run) -> Run:
+        return run.model_copy(update={"state": "investigate.think"})
+
+    try:
+        await resume(new, "r1", store=store, model=ScriptedModel([FINISH]), migrate=rename)
+    except ChartChangedError:
+        pass
+    except Exception as exc:
+        pytest.fail(
+            f"{type(exc).__name__}: {exc} (after the migration; the stored run is now "
+            f"at seq {(await store.load('r1')).seq}, was {before.seq})"
+        )
+    else:
+        end = await store.load("r1")
+        assert end.state == "done"
+        return
+    assert await store.load("r1") == before

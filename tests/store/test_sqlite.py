@@ -1,4 +1,5 @@
-"""The SQLite store: its settings, its schema version, plain-SQL audits, and bad files."""
+"""The SQLite store: its settings, its schema version, plain-SQL audits, bad files,
+append-only intents and a busy database."""
 
 from __future__ import annotations
 
@@ -15,15 +16,19 @@ from statechart import (
     SchemaVersionError,
     ScriptedModel,
     SQLiteStore,
+    StatechartError,
     StoreError,
     call,
     drive,
     reply,
     resume,
+    run_to_end,
     start,
+    tool,
 )
 from statechart.store.schema import SCHEMA_VERSION
 from tests.engine.test_advance import chart, finish
+from tests.support.durable import FINISH, never_refund, pay_chart
 from tests.support.helpers import run_script
 
 pytestmark = pytest.mark.anyio
@@ -187,7 +192,7 @@ async def test_writes_can_run_off_the_event_loop(tmp_path: Path) -> None:
 async def test_the_wal_is_checkpointed_off_the_hot_path(tmp_path: Path) -> None:
     """Without the background checkpointer the WAL would only be copied back past
     BACKSTOP_PAGES; with it, the WAL stays a few appends' worth of pages."""
-    from statechart.store.sqlite import BACKSTOP_PAGES
+    from statechart.store.schema import BACKSTOP_PAGES
 
     path = tmp_path / "runs.db"
     store = SQLiteStore(path)
@@ -227,3 +232,46 @@ async def test_the_chart_source_is_kept_per_version(tmp_path: Path) -> None:
     assert await store.chart_source("v1") == "agents/x.py:chart"
     assert await store.chart_source("v2") is None
     store.close()
+
+
+async def test_intent_rows_are_never_overwritten_by_a_reused_call_id(db: Path) -> None:
+    """The intents table is append-only: a second call reusing a call id (some
+    OpenAI-compatible servers number ids per reply, `call_0`) adds a row and keeps the first."""
+    refunds: list[str] = []
+
+    @tool(retry="keyed")
+    async def refund(order: str, idempotency_key: str | None = None) -> str:
+        """Refund."""
+        refunds.append(order)
+        return f"refunded {order}"
+
+    c = pay_chart(refund)
+    store = SQLiteStore(db)
+    model = ScriptedModel(
+        [
+            reply(call("refund", "call_0", order="o1")),
+            reply(call("refund", "call_0", order="o2")),
+            FINISH,
+        ]
+    )
+    await start(c, store=store, model=model, run_id="r1")
+    end = await run_to_end(c, "r1", store=store, model=model)
+    assert end.state == "done" and refunds == ["o1", "o2"]
+    intents = await store.intents("r1")
+    assert [i.call.arguments for i in intents] == [{"order": "o1"}, {"order": "o2"}]
+
+
+async def test_a_busy_database_is_a_statechart_error_naming_the_run(db: Path) -> None:
+    """A database locked by another connection past the store's timeout surfaces as a
+    StatechartError naming the run, not a bare sqlite3 error."""
+    c = pay_chart(never_refund())
+    store = SQLiteStore(db, timeout=0.05)
+    await start(c, store=store, model=ScriptedModel([]), run_id="r1")
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock (e.g. a backup)
+    try:
+        with pytest.raises(StatechartError, match="r1"):
+            await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

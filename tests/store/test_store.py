@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from statechart import (
@@ -12,6 +14,7 @@ from statechart import (
     LeaseHeldError,
     LeaseLostError,
     MemoryStore,
+    Run,
     RunNotFoundError,
     ScriptedModel,
     SQLiteStore,
@@ -166,3 +169,21 @@ async def test_chart_descriptions_are_kept_per_version(store: Store) -> None:
     await run_script(c, [], store=store)
     assert await store.chart_description(c.version) == c.describe()
     assert await store.chart_description("nope") is None
+
+
+def test_memory_store_keeps_runs_as_a_database_would() -> None:
+    """MemoryStore keeps run snapshots as JSON, like events and transcripts: a context
+    holding a datetime or a tuple loads back as the string and list SQLite would return."""
+    at = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    run = Run(
+        run_id="m",
+        chart="c",
+        chart_version="v",
+        model="scripted",
+        state="look.think",
+        context={"at": at, "ids": (1, 2)},
+    )
+    store = MemoryStore()
+    anyio.run(store.create, run)
+    loaded = anyio.run(store.load, "m")
+    assert loaded.context == {"at": "2024-01-01T00:00:00Z", "ids": [1, 2]}

@@ -54,6 +54,16 @@ def refund_tool(retry: str, *, reconcile: Any = None) -> Tool:
     return tool(retry=retry, reconcile=reconcile, name="refund")(plain)  # type: ignore[arg-type]
 
 
+def never_refund() -> Tool:
+    """A retry='never' refund that records its call in `CALLS`."""
+
+    async def refund(order: str) -> str:
+        CALLS.append((order, None))
+        return f"refunded {order}"
+
+    return tool(retry="never")(refund)
+
+
 async def interrupted(
     chart: Chart, path: Path, replies: list[Any], stop_at: int, holder: str = "killed-driver"
 ) -> Run:

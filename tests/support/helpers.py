@@ -27,7 +27,7 @@ def tool_results(steps: list[Step]) -> dict[str, str]:
     """Every tool-result message in the transcript deltas, by call id."""
     out: dict[str, str] = {}
     for s in steps:
-        for m in s.delta:
+        for m in s.messages:
             if m.role == "tool" and m.tool_call_id is not None:
                 out[m.tool_call_id] = m.content
     return out

@@ -1,0 +1,47 @@
+"""The audit of a run through `statechart show`: what each event says, in text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.cli import DESK, ORDER, run_cli, waiting_id
+
+FAILING = """
+from statechart import Budget, Chart, Edge, FunctionModel, State
+
+
+async def explode(ctx):
+    raise RuntimeError("ledger offline")
+
+
+chart = Chart("failing", budget=Budget(max_steps=9), states=(
+    State("check", kind="code", handler=explode), State("done", kind="terminal")),
+    edges=(Edge("check", "done"),))
+
+
+def demo_model():
+    return FunctionModel(lambda request: None, spec="demo:none")
+"""
+
+
+def test_show_json_keeps_the_reason_of_an_escalation_with_an_error(tmp_path: Path) -> None:
+    """`show --json` keeps an escalation's reason (the sentence `run` printed live) next to
+    its error, instead of folding both into one note."""
+    (tmp_path / "failing.py").write_text(FAILING)
+    out = run_cli(tmp_path, "run", "failing.py:chart").stdout
+    assert "handler of code state 'check'" in out  # the live progress line has it
+    run_id = out.split()[1]
+    events = json.loads(run_cli(tmp_path, "show", run_id, "--json").stdout)["events"]
+    assert any("handler of code state 'check'" in json.dumps(e) for e in events), events
+
+
+def test_show_keeps_an_approvers_edit(tmp_path: Path) -> None:
+    """An approver's edit (the refund lowered to 1,500 cents) shows in `show` and in
+    `show --json` on the human event."""
+    desk = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
+    run_cli(tmp_path, "approve", desk, "--edit", '{"amount_cents": 1500}')
+    events = json.loads(run_cli(tmp_path, "show", desk, "--json").stdout)["events"]
+    (human,) = [e for e in events if e["actor"] == "human"]
+    assert "1500" in json.dumps(human), human
+    assert "1500" in run_cli(tmp_path, "show", desk).stdout.split("human:cli", 1)[1].splitlines()[0]
