@@ -6,7 +6,6 @@ may do with a call that started and never finished (see docs/concepts.md).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import json
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from statechart.errors import ToolArgumentsError, ToolDefinitionError
 from statechart.records.messages import ToolCall
+from statechart.records.run import CheckedCall
 
 RetryPolicy = Literal["safe", "keyed", "reconcile", "never"]
 RETRY_POLICIES: tuple[str, ...] = ("safe", "keyed", "reconcile", "never")
@@ -205,47 +205,19 @@ def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
     return value
 
 
-@dataclass(frozen=True)
-class Checked:
-    """A call's arguments as its tool validated them, as JSON values, and fingerprinted."""
-
-    arguments: dict[str, Any]
-    fingerprint: str
-
-
-_CHECKED: dict[int, tuple[ToolCall, Tool, Checked | str]] = {}
-CHECKED_KEPT = 1024
-"""Answers `checked` keeps (the oldest goes first)."""
-
-
-def checked(tool: Tool, call: ToolCall) -> Checked | str:
+def checked(tool: Tool, call: ToolCall) -> CheckedCall | str:
     """`call`'s arguments validated by `tool` (JSON values and fingerprint), or what is
-    wrong with them.
-
-    Recording a call's intent and planning its run both need this for the same call
-    object, one step apart, so recent answers are kept by object identity (records are
-    frozen, and each entry holds its call, so an id cannot be reused meanwhile). The typed
-    arguments a tool runs with are not kept: parse them afresh (`Tool.parse`), since a
-    tool may change what it is given."""
-    found = _CHECKED.get(id(call))
-    if found is not None and found[0] is call and found[1] is tool:
-        return found[2]
-    out: Checked | str
+    wrong with them. The engine computes this once per call, when the call's intent is
+    recorded, and hands it forward (`Step.checked`). The typed arguments a tool runs with
+    are not kept: they are parsed afresh (`Tool.parse`), since a tool may change them."""
     args = parse_arguments(call)
     if isinstance(args, str):
-        out = args
-    else:
-        try:
-            values = tool.parse(args).model_dump(mode="json")
-        except ToolArgumentsError as exc:
-            out = str(exc)
-        else:
-            out = Checked(values, fingerprint(tool.name, values))
-    if len(_CHECKED) >= CHECKED_KEPT:
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # threads racing
-            del _CHECKED[next(iter(_CHECKED))]
-    _CHECKED[id(call)] = (call, tool, out)
-    return out
+        return args
+    try:
+        values = tool.parse(args).model_dump(mode="json")
+    except ToolArgumentsError as exc:
+        return str(exc)
+    return CheckedCall(call, values, fingerprint(tool.name, values))
 
 
 def outcome_class(value: Any) -> str | None:

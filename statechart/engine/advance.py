@@ -31,7 +31,7 @@ from statechart.engine.moves import checked_patch, commit, drop_queue, try_move
 from statechart.engine.prompt import model_view
 from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.routing import escalate, route_exhausted
-from statechart.engine.tables import CompiledChart, Move, go
+from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
 from statechart.records.messages import Message, Reply
 from statechart.records.run import QueuedCall, Run, Step, evolve
@@ -275,7 +275,7 @@ def _next_state(compiled_chart: CompiledChart, run: Run, now: float, wall: Spent
     if problem is not None:
         return _refuse_call(compiled_chart, run, problem, now, wall)
     prefix = compiled_chart.nodes[view.path].prefix
-    move = try_move(compiled_chart, run, go(prefix + target), values)
+    move = try_move(compiled_chart, run, prefix + target, values)
     if isinstance(move, str):
         return _refuse_call(compiled_chart, run, move, now, wall)
     text = f"moved to '{target}'"
@@ -327,7 +327,7 @@ def _after_handler(
     patch, problem = _validate_patch(compiled_chart, here, run, effect.state, dict(decision.patch))
     if problem is None:
         move = try_move(
-            compiled_chart, run, go(compiled_chart.nodes[here].prefix + decision.target), patch
+            compiled_chart, run, compiled_chart.nodes[here].prefix + decision.target, patch
         )
         problem = move if isinstance(move, str) else None
     if problem is not None:

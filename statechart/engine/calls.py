@@ -15,7 +15,7 @@ from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked
 from statechart.engine.tables import CompiledChart
 from statechart.records.messages import ToolCall
-from statechart.records.run import Intent, QueuedCall, Run, evolve
+from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, evolve
 
 
 def idempotency_key(run: Run, tool: Tool, call_fingerprint: str) -> str:
@@ -55,11 +55,13 @@ def track(
     seq: int,
     *,
     keep_open: bool = False,
-) -> tuple[Run, Intent | None, tuple[str, ...]]:
-    """The run with the new head's key recorded, the intent opened and the ones closed."""
+) -> tuple[Run, Intent | None, tuple[str, ...], CheckedCall | None]:
+    """The run with the new head's key recorded, the intent opened (and its call's checked
+    arguments), and the intents closed."""
     was = open_call(before)
     head = after.pending[0] if after.pending else None
     opened = None
+    head_checked: CheckedCall | None = None
     visit = after.visit
     if (
         head is not None
@@ -68,8 +70,9 @@ def track(
         and head.call.name != NEXT_STATE
         and visit is not None
     ):
-        key = _key_for(compiled_chart, after, head.call)
-        if key is not None:
+        found = _checked_key(compiled_chart, after, head.call)
+        if found is not None:
+            head_checked, key = found
             head = evolve(head, {"key": key})
             after = evolve(after, {"pending": (head, *after.pending[1:])})
             opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
@@ -80,11 +83,14 @@ def track(
         and (head is None or head.call.id != was.call.id or opened is not None)
     ):
         closed = (was.call.id,)  # it left the queue, or is recorded again (edited)
-    return after, opened, closed
+    return after, opened, closed, head_checked
 
 
-def _key_for(compiled_chart: CompiledChart, run: Run, call: ToolCall) -> str | None:
-    """The key of a call that can run: a known tool with arguments that fit."""
+def _checked_key(
+    compiled_chart: CompiledChart, run: Run, call: ToolCall
+) -> tuple[CheckedCall, str] | None:
+    """The validated arguments and the key of a call that can run: a known tool with
+    arguments that fit."""
     assert run.visit is not None
     state = compiled_chart.nodes[run.visit.state].state
     tool = state.tool_map.get(call.name) if state is not None else None
@@ -93,4 +99,4 @@ def _key_for(compiled_chart: CompiledChart, run: Run, call: ToolCall) -> str | N
     found = checked(tool, call)
     if isinstance(found, str):
         return None
-    return idempotency_key(run, tool, found.fingerprint)
+    return found, idempotency_key(run, tool, found.fingerprint)

@@ -229,7 +229,7 @@ def _plan_call(compiled_chart: CompiledChart, run: Run, session: Session) -> Eff
             f"(tools here: {offered}; or call {NEXT_STATE})"
         )
         return Refuse(why)
-    found = checked(tool, call)
+    found = session.checked_for(call) or checked(tool, call)
     if isinstance(found, str):
         return Refuse(found)
     call_fingerprint = found.fingerprint

@@ -8,7 +8,7 @@ from typing import Any
 from statechart.chart.tools import parse_arguments
 from statechart.engine.moves import commit, try_move
 from statechart.engine.reasons import not_executed
-from statechart.engine.tables import CANCEL, CompiledChart, go
+from statechart.engine.tables import CANCEL, CompiledChart
 from statechart.errors import NotWaitingError, RunEndedError, RunError, ToolArgumentsError
 from statechart.records.messages import Message, ToolCall
 from statechart.records.run import QueuedCall, Run, Step
@@ -45,7 +45,7 @@ def decide(
     target = state.on_approve if approved else state.on_reject
     prefix = compiled_chart.nodes[run.state].prefix
     run = run.model_copy(update={"status": "running", "reason": ""})
-    move = try_move(compiled_chart, run, go(prefix + str(target)), {})
+    move = try_move(compiled_chart, run, prefix + str(target), {})
     if isinstance(move, str):
         waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
         return commit(

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
 from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
-from statechart.engine.tables import CompiledChart, Move, Transition
+from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import validation_problems
 from statechart.records.messages import Message
 from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
@@ -35,11 +35,10 @@ def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Messa
 
 
 def try_move(
-    compiled_chart: CompiledChart, run: Run, trigger: str, patch: dict[str, Any]
+    compiled_chart: CompiledChart, run: Run, target: str, patch: dict[str, Any]
 ) -> Move | str:
-    """The move `trigger` makes from the run's state, or the reason it is refused."""
-    t = compiled_chart.resolve(run.state, trigger)
-    target = trigger.removeprefix("go:")
+    """The move to the state at path `target` from the run's state, or why it is refused."""
+    t = compiled_chart.resolve(run.state, go(target))
     here = compiled_chart.owner_state(run.state)[0]
     if t is None:
         legal = ", ".join(sorted(_targets(compiled_chart, run.state))) or "none"
@@ -73,9 +72,7 @@ def _targets(compiled_chart: CompiledChart, leaf: str) -> list[str]:
     here = compiled_chart.owner_state(leaf)[0]
     prefix = compiled_chart.nodes[here].prefix
     return [
-        t.dest.removeprefix(prefix)
-        for t in compiled_chart.table.get(here, {}).values()
-        if t.trigger.startswith("go:")
+        t.dest.removeprefix(prefix) for t in compiled_chart.table.get(here, {}).values() if t.named
     ]
 
 
@@ -164,7 +161,7 @@ def commit(
             handled.id if handled is not None else None,
             update.get("pending", run.pending),
         )
-    after, opened, closed = track(
+    after, opened, closed, head_checked = track(
         compiled_chart, before or run, evolve(run, update), seq, keep_open=keep_open
     )
     if opened is not None:
@@ -183,7 +180,7 @@ def commit(
         "delta": len(messages),
     }
     event = build(Event, values)
-    return Step(after, event, messages, opened, closed)
+    return Step(after, event, messages, opened, closed, checked=head_checked)
 
 
 def _entering(compiled_chart: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:

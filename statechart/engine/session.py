@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from statechart.records.messages import Message
-from statechart.records.run import Run, Step
+from statechart.records.messages import Message, ToolCall
+from statechart.records.run import CheckedCall, Run, Step
 
 
 @dataclass
@@ -19,6 +19,8 @@ class Session:
     """Fingerprints of every call that ran in this run (and its fork parents)."""
     carry_ms: float = 0.0
     """Wall time under a millisecond not yet charged, so many short steps still add up."""
+    checked: CheckedCall | None = None
+    """The validated arguments of the call whose intent the last step recorded."""
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""
@@ -29,6 +31,12 @@ class Session:
             self.transcript.extend(step.messages)
         if step.event.fingerprint is not None:
             self.fingerprints.add(step.event.fingerprint)
+        self.checked = step.checked
+
+    def checked_for(self, call: ToolCall) -> CheckedCall | None:
+        """The validated arguments of `call`, when the last step recorded its intent."""
+        found = self.checked
+        return found if found is not None and found.call == call else None
 
     def charge_wall(self, seconds: float) -> int:
         """Whole milliseconds to charge for `seconds` of driving; the rest carries over."""

@@ -70,6 +70,9 @@ class Transition:
     """The user's edge (with its guard and cap), if this transition is one."""
     counter: str = ""
     """`source->dest` in full paths: the traversal counter key of a capped edge."""
+    named: bool = False
+    """Taken by naming its target (`next_state`, a handler's decision): a user edge or the
+    implicit escalation; `trigger` is then `go(dest)`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +187,7 @@ class CompiledChart:
 
     def _add_edge(self, prefix: str, e: Edge) -> None:
         src, dst = prefix + e.source, prefix + e.target
-        self.transitions.append(Transition(go(dst), src, dst, e, f"{src}->{dst}"))
+        self.transitions.append(Transition(go(dst), src, dst, e, f"{src}->{dst}", named=True))
 
     def _add_exits(self, chart: Chart, prefix: str, s: State) -> None:
         if s.kind == "terminal":
@@ -197,7 +200,9 @@ class CompiledChart:
                     self._add_edge(prefix, Edge(s.name, target))
                     declared.add((s.name, target))
         if (s.name, ESCALATED) not in declared:
-            self.transitions.append(Transition(go(prefix + ESCALATED), path, prefix + ESCALATED))
+            self.transitions.append(
+                Transition(go(prefix + ESCALATED), path, prefix + ESCALATED, named=True)
+            )
         budget: Budget | None = s.budget
         if s.kind == "chart":
             budget = chart.children[s.name].budget

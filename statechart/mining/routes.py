@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statechart.chart.tools import canonical_json
-from statechart.engine import CompiledChart
+from statechart.engine import CompiledChart, go
 from statechart.records.run import Run, evolve
 from statechart.records.spent import Spent
 
@@ -16,25 +16,25 @@ MAX_HOPS = 8
 
 
 def targets(compiled_chart: CompiledChart, leaf: str) -> list[str]:
-    """Every `go:` target a move from `leaf` may name (its own level and the ones around)."""
+    """Every target a move from `leaf` may name (its own level and the ones around)."""
     out: list[str] = []
     for anc in compiled_chart.ancestors(leaf):
-        for trigger in compiled_chart.table.get(anc, {}):
-            if trigger.startswith("go:") and trigger[3:] not in out:
-                out.append(trigger[3:])
+        for t in compiled_chart.table.get(anc, {}).values():
+            if t.named and t.dest not in out:
+                out.append(t.dest)
     return out
 
 
 def way(
     compiled_chart: CompiledChart, leaf: str, arrived: Callable[[str], bool]
 ) -> list[str] | None:
-    """The shortest list of `go:` targets from `leaf` to a leaf where `arrived` holds: one
+    """The shortest list of targets from `leaf` to a leaf where `arrived` holds: one
     decision, then only code states deciding (guards and caps are not asked here)."""
     frontier, seen = [(leaf, list[str]())], {leaf}
     while frontier:
         here, path = frontier.pop(0)
         for target in targets(compiled_chart, here):
-            t = compiled_chart.resolve(here, "go:" + target)
+            t = compiled_chart.resolve(here, go(target))
             if t is None:
                 continue
             landed = compiled_chart.move(here, t).leaf

@@ -328,7 +328,7 @@ class ShadowRun:
                 "budget",
             )
         else:
-            found = try_move(compiled_chart, run, trigger, {})
+            found = try_move(compiled_chart, run, target, {})
             kind = (
                 "illegal"
                 if compiled_chart.resolve(run.state, trigger) is None

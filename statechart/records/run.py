@@ -227,6 +227,16 @@ class Event(BaseModel):
 
 
 @dataclass(frozen=True)
+class CheckedCall:
+    """A call's arguments as its tool validated them (JSON values) and their fingerprint:
+    computed once, when the call's intent is recorded, and handed to the step that runs it."""
+
+    call: ToolCall
+    arguments: dict[str, Any]
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class Step:
     """What one `step()` did: the event, the run after it, and the transcript delta."""
 
@@ -240,6 +250,8 @@ class Step:
     """Ids of calls whose intents this step completed."""
     base: bool = False
     """The run after this step is stored whole: replay starts here (a migration)."""
+    checked: CheckedCall | None = None
+    """The validated arguments of the call whose intent this step recorded."""
 
     def with_span(self, span: str) -> Step:
         """The same step with the id (hex) of its transition's span written into its event."""
