@@ -275,3 +275,39 @@ async def test_a_busy_database_is_a_statechart_error_naming_the_run(db: Path) ->
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+async def test_a_store_written_before_the_layout_change_loads_and_resumes(tmp_path: Path) -> None:
+    """A SQLite file written by statechart before the layout change (no stored name
+    changed) loads as it was: its log folds to its snapshot, its chart version still
+    matches, and the run waiting for approval is approved and resumed to `done` with the
+    refund run once, under the key recorded in the file."""
+    import shutil
+
+    from statechart import approve, resume
+    from statechart.engine import compiled, replay
+    from tests.support import stored_before
+
+    path = tmp_path / "before.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "before_layout.db", path)
+    store = SQLiteStore(path)
+    run = await store.load(stored_before.RUN_ID)
+    chart = stored_before.chart()
+    assert run.chart_version == chart.version
+    assert (run.status, run.state, run.seq) == ("waiting", "pay.approve", 6)
+    events = await store.events(run.run_id)
+    base = await store.base(run.run_id)
+    assert base.seq == 0
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5, 6]
+    assert replay(compiled(chart), base, events) == run
+    key = run.pending[0].key
+    assert key is not None
+    await approve(chart, run.run_id, store=store, by="ops")
+    end = await resume(chart, run.run_id, store=store, model=stored_before.model_after_approval())
+    assert (end.state, end.status) == ("done", "ended")
+    ran = [e for e in await store.events(run.run_id) if e.trigger == "results"]
+    refunds = [e for e in ran if e.call is not None and e.call.name == "refund"]
+    assert [e.result for e in refunds] == ["refunded 1250 for T-1"]
+    intents = [i for i in await store.intents(run.run_id) if i.call.name == "refund"]
+    assert [i.key for i in intents] == [key]
+    store.close()
