@@ -253,6 +253,7 @@ def timed_calls(steps: int) -> dict[str, Any]:
 
     from statechart import tracing
     from statechart.records.run import Step
+    from statechart.tracing import facts
 
     found: dict[str, float] = {}
     entry = [
@@ -260,8 +261,8 @@ def timed_calls(steps: int) -> dict[str, Any]:
         for name in ("before_step", "effect_started", "effect_ended", "after_step", "step_stored")
     ]
     inner = [
-        (tracing, "transition_attributes", "transition_attributes"),
-        (tracing, "annotate", "annotate"),
+        (facts, "transition_attributes", "transition_attributes"),
+        (facts, "annotate", "annotate"),
         (Step, "with_span", "Step.with_span"),
         (Tracer, "start_span", "sdk Tracer.start_span"),
         (Span, "end", "sdk Span.end"),

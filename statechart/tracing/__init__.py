@@ -8,7 +8,7 @@ the SDK) sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` varia
 
 from typing import Any
 
-from statechart.tracing import spans
+from statechart.tracing import facts
 from statechart.tracing.attributes import (
     ACTOR,
     BUDGET,
@@ -35,21 +35,14 @@ from statechart.tracing.attributes import (
     TARGET,
     TRIGGER,
 )
+from statechart.tracing.facts import annotate, failed, transition_attributes
 from statechart.tracing.setup import configure
-from statechart.tracing.spans import (
-    RunTrace,
-    annotate,
-    failed,
-    human_transition,
-    run_trace_context,
-    tracer,
-    transition_attributes,
-)
+from statechart.tracing.spans import RunTrace, human_transition, run_trace_context, tracer
 
 
 def __getattr__(name: str) -> Any:
     if name == "capture_content":  # set by `configure(content=...)`: read it live
-        return spans.capture_content
+        return facts.capture_content
     raise AttributeError(f"module 'statechart.tracing' has no attribute '{name}'")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from statechart.tracing import spans
+from statechart.tracing import facts
 
 
 def configure(
@@ -33,7 +33,7 @@ def configure(
     )
 
     if content is not None:
-        spans.capture_content = content
+        facts.capture_content = content
     name = service_name or os.environ.get("OTEL_SERVICE_NAME") or "statechart"
     provider = TracerProvider(resource=Resource.create({"service.name": name}))
     chosen: SpanExporter | None = None

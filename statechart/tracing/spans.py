@@ -8,28 +8,21 @@ sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
 
 from __future__ import annotations
 
-import os
-import weakref
 from contextvars import Token
 from typing import Any
 
 from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
 
 from statechart.chart.tools import canonical_json
-from statechart.engine import CallModel, CompiledChart, Effect, Level, Reconciled, RunTool
+from statechart.engine import CallModel, CompiledChart, Effect, Reconciled, RunTool
 from statechart.errors import ConflictError
 from statechart.records.messages import Reply
 from statechart.records.run import Run, Step
-from statechart.records.spent import spent_of
+from statechart.tracing import facts
 from statechart.tracing.attributes import (
-    ACTOR,
-    BUDGET,
-    CAPTURE_CONTENT_ENV,
-    ERROR_TYPE,
-    EXHAUSTED,
     GEN_AI_AGENT_ID,
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
@@ -42,16 +35,10 @@ from statechart.tracing.attributes import (
     GEN_AI_TOOL_NAME,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
-    GUARD_REFUSED,
     RUN_ID,
-    SOURCE,
     STATE,
-    STEP,
-    TARGET,
-    TRIGGER,
 )
 
-capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
 """Put tool arguments and results on spans (they may hold personal data): off unless set."""
 
 _TRACER = "statechart"
@@ -258,7 +245,7 @@ class RunTrace:
                 GEN_AI_TOOL_NAME: tool,
                 GEN_AI_TOOL_CALL_ID: call_id,
             }
-            if capture_content:
+            if facts.capture_content:
                 attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
             span = self.tracer.start_span(
                 f"execute_tool {tool}", context=parent, attributes=attributes
@@ -286,8 +273,8 @@ class RunTrace:
                 }
             )
         elif isinstance(outcome, BaseException):
-            failed(span, outcome)
-        elif capture_content and outcome is not None:
+            facts.failed(span, outcome)
+        elif facts.capture_content and outcome is not None:
             span.set_attribute(
                 GEN_AI_TOOL_CALL_RESULT,
                 outcome if isinstance(outcome, str) else canonical_json(outcome),
@@ -306,9 +293,9 @@ class RunTrace:
             f"transition {e.source} -> {e.target}",
             start_time=start_ns,
             context=trace.set_span_in_context(self._innermost(before.state)),
-            attributes=transition_attributes(self.compiled_chart, record),
+            attributes=facts.transition_attributes(self.compiled_chart, record),
         )
-        annotate(span, record)
+        facts.annotate(span, record)
         return span
 
     def transition_end(
@@ -324,7 +311,7 @@ class RunTrace:
         if span is None:
             return
         if not stored:
-            failed(span, error or ConflictError("another writer appended first"))
+            facts.failed(span, error or ConflictError("another writer appended first"))
         span.end()
         if stored:
             for path in record.event.exited:
@@ -342,14 +329,14 @@ class RunTrace:
         if run is not None:
             self.root.set_attributes({STATE: run.state, "statechart.status": run.status})
         if error is not None:
-            failed(self.root, error)
+            facts.failed(self.root, error)
         self.root.end()
 
 
 def human_transition(compiled_chart: CompiledChart, record: Step, start_ns: int) -> Span | None:
     """The span of a human decision, in the run's trace (under the run's first span)."""
     e = record.event
-    attributes = transition_attributes(compiled_chart, record)
+    attributes = facts.transition_attributes(compiled_chart, record)
     span = tracer().start_span(
         f"transition {e.source} -> {e.target}",
         start_time=start_ns,
@@ -359,82 +346,5 @@ def human_transition(compiled_chart: CompiledChart, record: Step, start_ns: int)
     if not span.is_recording():
         span.end()
         return None
-    annotate(span, record)
+    facts.annotate(span, record)
     return span
-
-
-def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[str, Any]:
-    """The `statechart.*` facts of a transition, budgets spent and left included."""
-    e, run = record.event, record.run
-    attributes: dict[str, Any] = {
-        RUN_ID: e.run_id,
-        SOURCE: e.source,
-        TARGET: e.target,
-        TRIGGER: e.trigger,
-        ACTOR: e.actor,
-        STEP: e.seq,
-    }
-    for level in compiled_chart.levels_of(e.source):
-        spent = run.ledger.get(level.path)
-        for kind, cap, spent_key, left_key in _budget_keys(level):
-            used = spent_of(spent, kind) if spent is not None else 0
-            attributes[spent_key] = used
-            attributes[left_key] = max(cap - used, 0)
-    if e.refused:
-        attributes[GUARD_REFUSED] = e.refused
-    if e.exhausted:
-        attributes[EXHAUSTED] = e.exhausted
-    if _failed_step(record):
-        attributes[ERROR_TYPE] = e.error.split(":", 1)[0] if e.error else "Error"
-    return attributes
-
-
-def _failed_step(record: Step) -> bool:
-    """A transition forced by an error; a tool's failure is its `execute_tool` span's,
-    and the model hears about it, so that transition is not one."""
-    e = record.event
-    return bool(e.error) and not (e.actor == "code" and e.call is not None)
-
-
-_KEYS: weakref.WeakKeyDictionary[Level, list[tuple[str, int, str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
-    """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
-    found = _KEYS.get(level)
-    if found is None:
-        name = level.path or "root"
-        found = _KEYS[level] = [
-            (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
-            for kind, cap in level.caps.items()
-        ]
-    return found
-
-
-def annotate(span: Span, record: Step) -> None:
-    """Refusals, exhaustion, approval waits and human decisions as span events; errors as
-    the span's status."""
-    e, run = record.event, record.run
-    if e.refused:
-        span.add_event(GUARD_REFUSED, {"reason": e.refused})
-    if e.exhausted:
-        span.add_event(EXHAUSTED, {"which": e.exhausted, "reason": e.reason})
-    if run.status == "waiting":
-        span.add_event("statechart.approval.requested", {"reason": run.reason})
-    if e.actor == "human":
-        span.add_event(f"statechart.human.{e.trigger}", {"by": e.by or "", "reason": e.reason})
-    if _failed_step(record):
-        text = e.error or ""
-        span.set_status(
-            Status(StatusCode.ERROR, text if capture_content else text.split(":", 1)[0])
-        )
-
-
-def failed(span: Span, exc: BaseException) -> None:
-    """ERROR status and `error.type`; the message only with content capture on (it may be
-    what a tool said about a person)."""
-    kind = type(exc).__qualname__
-    span.set_status(Status(StatusCode.ERROR, str(exc) if capture_content else kind))
-    span.set_attribute(ERROR_TYPE, kind)
