@@ -98,6 +98,23 @@ def tool(
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a `Tool`; the schema comes from its signature.
 
+    Args:
+        retry: What resuming may do with a call that started and never finished:
+            `safe` re-runs it, `keyed` re-runs it with the recorded idempotency key,
+            `reconcile` asks the `reconcile` hook, `never` asks a human.
+        name: The name the model calls it by (the function's name by default).
+        description: What it does, shown to the model (the docstring's first line).
+        needs_approval: Every call waits for a human's approval before it runs.
+        repeatable: Calls with the same arguments may run again (no repeat refusal).
+        output_cap: Characters of the result the transcript keeps.
+        reconcile: For `retry="reconcile"`: reports what happened to an interrupted call.
+
+    Returns:
+        A decorator that makes the `Tool`.
+
+    Raises:
+        ToolDefinitionError: No valid retry policy, or `reconcile` without its hook.
+
     Example::
 
         @tool(retry="safe")
@@ -187,7 +204,15 @@ _CANONICAL = json.JSONEncoder(
 
 
 def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
-    """Identifies a call by tool name and canonical arguments (spots repeats)."""
+    """Identifies a call by tool name and canonical arguments (spots repeats).
+
+    Args:
+        tool_name: The tool called.
+        arguments: Its arguments as JSON values.
+
+    Returns:
+        24 hex digits of a SHA-256 over the name and the canonical JSON of the arguments.
+    """
     digest = hashlib.sha256(f"{tool_name}\x00{canonical_json(arguments)}".encode())
     return digest.hexdigest()[:24]
 

@@ -14,12 +14,30 @@ _ids = itertools.count(1)
 
 
 def call(name: str, _id: str | None = None, /, **arguments: Any) -> ToolCall:
-    """Shorthand for a `ToolCall` in scripts: `call("search_kb", query="x")`."""
+    """Shorthand for a `ToolCall` in scripts: `call("search_kb", query="x")`.
+
+    Args:
+        name: The tool to call (or `next_state`).
+        _id: The call id (numbered `call_N` by default).
+        **arguments: The call's arguments.
+
+    Returns:
+        The tool call.
+    """
     return ToolCall(id=_id or f"call_{next(_ids)}", name=name, arguments=arguments)
 
 
 def reply(*calls: ToolCall, content: str = "", usage: Usage | None = None) -> Reply:
-    """Shorthand for a `Reply` carrying `calls`."""
+    """Shorthand for a `Reply` carrying `calls`.
+
+    Args:
+        *calls: The tool calls of the reply.
+        content: Text beside the calls.
+        usage: Tokens and cost the reply reports (zero by default).
+
+    Returns:
+        The reply.
+    """
     return Reply(content=content, tool_calls=calls, usage=usage or Usage())
 
 

@@ -38,7 +38,22 @@ async def start(
     run_id: str | None = None,
     clock: Clock = time.time,
 ) -> Run:
-    """Create and store a new run at the chart's initial state (nothing runs yet)."""
+    """Create and store a new run at the chart's initial state (nothing runs yet).
+
+    Args:
+        chart: The chart to run; it is compiled once and stored by version.
+        store: Where the run and its events live.
+        model: The model the run records (`resume` uses it again unless told otherwise).
+        context: Initial context values, validated by the chart's context type.
+        run_id: The new run's id (a random hex id by default).
+        clock: The time written into the run.
+
+    Returns:
+        The stored run, at seq 0, `running` (or `waiting` if it starts at an approval).
+
+    Raises:
+        pydantic.ValidationError: `context` does not fit the chart's context type.
+    """
     compiled_chart = compiled(chart)
     run_id = run_id or uuid.uuid4().hex
     ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
@@ -88,7 +103,23 @@ async def run_to_end(
     holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> Run:
-    """Drive until the run waits for a human or ends; return the last snapshot."""
+    """Drive until the run waits for a human or ends.
+
+    Args:
+        chart: The run's chart.
+        run: The run, or its id.
+        store: Where it is stored; each transition is appended as it happens.
+        model: Answers the run's model states.
+        clock: The time written into events.
+        holder: The lease holder's name (host, pid and a nonce by default).
+        lease_ttl: Seconds another driver waits before taking over a dead holder's run.
+
+    Returns:
+        The last snapshot: `waiting` (approve or reject it, then `resume`) or `ended`.
+
+    Raises:
+        LeaseHeldError: Another driver holds the run.
+    """
     run_id = run.run_id if isinstance(run, Run) else run
     last: Run | None = None
     async for record in drive(
@@ -111,8 +142,26 @@ async def resume(
 ) -> Run:
     """Continue a stored run from its exact state until it waits or ends.
 
-    Uses the model the run recorded unless `model` is given; refuses a run stored under
-    another chart version unless `migrate` maps it; runs `on_resume` and the entering guard.
+    A call a dead driver may have started is settled by its tool's retry policy; the
+    current state's `on_resume` refresh and its entering edge's guard run first.
+
+    Args:
+        chart: The run's chart.
+        run_id: The stored run.
+        store: Where it is stored.
+        model: The model to use; by default the one the run recorded.
+        migrate: Maps a run stored under another chart version onto this one.
+        clock: The time written into events.
+        holder: The lease holder's name.
+        lease_ttl: Seconds another driver waits before taking over.
+
+    Returns:
+        The last snapshot, `waiting` or `ended`.
+
+    Raises:
+        ChartChangedError: The run was stored under another chart version and no
+            `migrate` was given.
+        LeaseHeldError: Another live driver holds the run.
     """
     model = model or from_spec((await store.load(run_id)).model, run_id)
     last: Run | None = None
@@ -140,8 +189,20 @@ async def fork(
     new_run_id: str | None = None,
     clock: Clock = time.time,
 ) -> Run:
-    """Start a new run from the state `run_id` had after event `at_seq` (rebuilt from the
-    log), keeping its lineage root; drive it on with `resume` or `run_to_end`."""
+    """Start a new run from the state `run_id` had after event `at_seq`, rebuilt from the
+    log; it keeps the lineage root, so repeated keyed calls present the same keys.
+
+    Args:
+        chart: The chart the original run is stored under.
+        run_id: The run to fork.
+        at_seq: The event after which the fork starts.
+        store: Where both runs live.
+        new_run_id: The fork's id (random by default).
+        clock: The time written into the fork.
+
+    Returns:
+        The fork, stored and not yet driven: drive it with `resume` or `run_to_end`.
+    """
     return await lineage.fork(
         chart, run_id, at_seq, store=store, now=clock(), new_run_id=new_run_id
     )
@@ -157,7 +218,24 @@ async def approve(
     edits: dict[str, Any] | None = None,
     clock: Clock = time.time,
 ) -> Step:
-    """Record a human approval (optionally editing the pending call's arguments)."""
+    """Record a human approval; the run becomes runnable, `resume` drives it.
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: A run waiting for approval.
+        store: Where it is stored.
+        by: Who approved, written into the event.
+        note: Why, written into the event.
+        edits: New values for the pending call's arguments, checked by its tool's schema.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `human` event.
+
+    Raises:
+        NotWaitingError: The run is not waiting for approval.
+        RunError: The edits do not fit the tool's arguments (nothing is written).
+    """
     return await _decide(chart, run_id, store, True, by, note, edits, clock)
 
 
@@ -170,7 +248,23 @@ async def reject(
     reason: str,
     clock: Clock = time.time,
 ) -> Step:
-    """Record a human rejection; the model hears why (or the approval state's reject edge runs)."""
+    """Record a human rejection: the model hears `reason` (or an approval state's
+    `on_reject` edge is taken).
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: A run waiting for approval.
+        store: Where it is stored.
+        by: Who rejected, written into the event.
+        reason: Why, written into the event and told to the model.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `human` event.
+
+    Raises:
+        NotWaitingError: The run is not waiting for approval.
+    """
     return await _decide(chart, run_id, store, False, by, reason, None, clock)
 
 
@@ -218,7 +312,22 @@ async def cancel(
     by: str = "",
     clock: Clock = time.time,
 ) -> Step:
-    """End the run in `cancelled`, even while another process drives it."""
+    """End the run in `cancelled`, even while another process drives it.
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: The run to end.
+        store: Where it is stored.
+        reason: Why, written into the event.
+        by: Who cancelled.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `cancel` event.
+
+    Raises:
+        RunEndedError: The run had already ended.
+    """
     for _ in range(20):
         run = await store.load(run_id)
         await lineage.require_version(chart, run, store)
@@ -239,7 +348,19 @@ def run_sync(
     run_id: str | None = None,
     backend: str = "asyncio",
 ) -> Run:
-    """Start (or continue, when `run_id` exists) a run and drive it, from synchronous code."""
+    """Start (or continue, when `run_id` exists) a run and drive it, from synchronous code.
+
+    Args:
+        chart: The chart to run.
+        store: Where the run lives.
+        model: Answers the run's model states.
+        context: Initial context values of a new run.
+        run_id: A run to continue, or the id of the new one.
+        backend: The anyio backend (`asyncio` or `trio`).
+
+    Returns:
+        The last snapshot, `waiting` or `ended`.
+    """
 
     async def main() -> Run:
         run: Run | None = None

@@ -344,6 +344,14 @@ async def _refresh_inputs(
 
 
 async def load_session(store: Store, run: Run) -> Session:
-    """Rebuild what `drive` keeps in memory from the store (on start and on resume)."""
+    """Rebuild what `drive` keeps in memory from the store (on start and on resume).
+
+    Args:
+        store: Where the run lives.
+        run: The run as loaded.
+
+    Returns:
+        The current visit's transcript and every executed call's fingerprint.
+    """
     transcript = await lineage.visit_transcript(store, run) if run.visit else []
     return Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
