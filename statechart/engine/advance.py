@@ -129,12 +129,10 @@ def _after_model(
     nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
     queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
     extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
-    t = compiled_chart.resolve(run.state, "propose")
-    assert t is not None
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, "propose"),
         now,
         usage,
         trigger="propose",
@@ -189,15 +187,13 @@ def _after_tool(
     visit = evolve(run.visit, counts)
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
-    t = compiled_chart.resolve(run.state, trigger)
-    assert t is not None
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
     msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, trigger),
         now,
         usage,
         trigger=trigger,
@@ -218,12 +214,10 @@ def _refuse_call(
 ) -> Step:
     head = run.pending[0].call
     messages = drop_queue(run, f"refused: {why}")
-    t = compiled_chart.resolve(run.state, "results")
-    assert t is not None
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, "results"),
         now,
         ONE_STEP + wall,
         trigger="refuse",
@@ -240,12 +234,10 @@ def _ask(compiled_chart: CompiledChart, run: Run, why: str, now: float, wall: Sp
     head = run.pending[0]
     messages = drop_queue(run, "", keep_head=True)
     run = run.model_copy(update={"pending": (head,), "reason": why})
-    t = compiled_chart.resolve(run.state, "ask")
-    assert t is not None
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, "ask"),
         now,
         ONE_STEP + wall,
         trigger="ask",

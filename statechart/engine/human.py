@@ -83,12 +83,10 @@ def _decide_call(
         queued = QueuedCall(call=call, approved_by=by, key=None if edits else head.key)
         before = run
         run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
-        t = compiled_chart.resolve(run.state, "approved")
-        assert t is not None
         return commit(
             compiled_chart,
             run,
-            compiled_chart.move(run.state, t),
+            compiled_chart.fired(run.state, "approved"),
             now,
             ZERO,
             trigger="approved",
@@ -102,12 +100,10 @@ def _decide_call(
     msg = Message(role="tool", tool_call_id=call.id, content=not_executed(reason))
     before = run
     run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
-    t = compiled_chart.resolve(run.state, "rejected")
-    assert t is not None
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, "rejected"),
         now,
         ZERO,
         trigger="rejected",
@@ -153,8 +149,6 @@ def cancel(
     """End a run in `cancelled` from wherever it is."""
     if run.status == "ended":
         raise RunEndedError(f"run {run.run_id} already ended in '{run.state}'; cannot cancel")
-    t = compiled_chart.resolve(run.state, CANCEL)
-    assert t is not None
     in_flight = run.state.endswith(".act")  # its head call may be running right now
     messages = tuple(
         Message(
@@ -169,7 +163,7 @@ def cancel(
     step = commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.fired(run.state, CANCEL),
         now,
         ZERO,
         trigger=CANCEL,

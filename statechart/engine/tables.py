@@ -249,6 +249,14 @@ class CompiledChart:
                 return t
         return None
 
+    def fired(self, leaf: str, trigger: str) -> Move:
+        """The move of a trigger the engine fires itself (`propose`, `results`, `ask`,
+        `approved`, `rejected`, `cancel`), which the compiled chart always allows there."""
+        t = self.resolve(leaf, trigger)
+        if t is None:
+            raise IllegalTransitionError(leaf, trigger, "the engine fired it where it is not legal")
+        return self.move(leaf, t)
+
     def move(self, leaf: str, t: Transition) -> Move:
         """Apply a resolved transition: follow initial sub-states and sub-chart exits."""
         key = (leaf, t.source, t.trigger)
