@@ -36,7 +36,9 @@ class Session:
     def checked_for(self, call: ToolCall) -> CheckedCall | None:
         """The validated arguments of `call`, when the last step recorded its intent."""
         found = self.checked
-        return found if found is not None and found.call == call else None
+        if found is None or (found.call is not call and found.call != call):
+            return None
+        return found
 
     def charge_wall(self, seconds: float) -> int:
         """Whole milliseconds to charge for `seconds` of driving; the rest carries over."""

@@ -147,11 +147,11 @@ async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() 
     steps = [s async for s in drive(chart, run, store=store, model=model)]
     first = steps[0]
     assert first.run.state == "work.act"
-    memory = Session()
-    planned = plan(compiled(chart), first.run, memory)
+    session = Session()
+    planned = plan(compiled(chart), first.run, session)
     assert isinstance(planned, RunTool)
     assert await planned.tool.invoke(planned.parsed) == "a,changed by the tool"
-    again = plan(compiled(chart), first.run, memory)
+    again = plan(compiled(chart), first.run, session)
     assert isinstance(again, RunTool)
     assert again.parsed.items == ["a"]  # type: ignore[attr-defined]
     assert again.arguments == {"items": ["a"]} == planned.arguments
