@@ -192,7 +192,11 @@ def _check_fields(chart: Chart) -> None:
 
 
 def exit_graph(chart: Chart) -> dict[str, set[str]]:
-    """Every way out of each state: edges, approval outcomes, sub-chart exits, exhaustion."""
+    """Every way out of each state: edges, approval outcomes, sub-chart exits, exhaustion.
+
+    The chart's own `on_exhausted` counts from every live state: its budget (the root's
+    `max_steps` at least) can run out anywhere.
+    """
     graph: dict[str, set[str]] = {s.name: set() for s in chart.states}
     for e in chart.edges:
         graph[e.source].add(e.target)
@@ -203,7 +207,7 @@ def exit_graph(chart: Chart) -> dict[str, set[str]]:
             graph[s.name].update(s.exits.values())
             graph[s.name].add(s.exits.get(EXHAUSTED, s.on_exhausted))
         if s.kind != "terminal":
-            graph[s.name].add(ESCALATED)
+            graph[s.name].update((ESCALATED, chart.on_exhausted))
             if s.kind == "model" or s.budget is not None:
                 graph[s.name].add(s.on_exhausted)
     return graph

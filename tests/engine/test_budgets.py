@@ -142,6 +142,25 @@ async def test_root_steps_cap_routes_to_escalated_with_context_kept() -> None:
     assert end.context == {"notes": "gathered"}
 
 
+async def test_the_charts_own_exhaustion_target_counts_as_reachable() -> None:
+    c = Chart(
+        "c",
+        states=(
+            State("work", tools=(look,), writes=("notes",), max_iterations=100),
+            State("done", kind="terminal"),
+            State("partial", kind="terminal"),
+        ),
+        edges=(Edge("work", "done"),),
+        context=Ctx,
+        budget=Budget(max_steps=4),
+        on_exhausted="partial",
+    )
+    end, steps, _, _ = await run_script(c, looking(10), {"notes": "gathered"})
+    assert end.state == "partial" and end.status == "ended"
+    assert steps[-1].event.target == "partial"
+    assert end.context == {"notes": "gathered"}
+
+
 async def test_state_budget_routes_to_its_on_exhausted_sibling() -> None:
     c = Chart(
         "c",
