@@ -8,6 +8,7 @@ from statechart.engine.session import Session
 from statechart.errors import (
     ChartChangedError,
     ChartError,
+    ChartWarning,
     ConflictError,
     CorruptRowError,
     DuplicateStateError,
@@ -66,6 +67,7 @@ __all__ = [
     "Chart",
     "ChartChangedError",
     "ChartError",
+    "ChartWarning",
     "ConflictError",
     "CorruptRowError",
     "Decision",

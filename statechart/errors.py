@@ -58,6 +58,11 @@ class MissingBudgetError(ChartError):
     """The root chart has no `max_steps`, so a run of it would have no bound."""
 
 
+class ChartWarning(UserWarning):
+    """A chart or tool that builds but is likely a mistake (a tool with no description, a
+    model state shown nothing). Turn it into an error with `warnings.simplefilter`."""
+
+
 class ToolDefinitionError(StatechartError):
     """A tool is defined without what it needs (a retry policy, a valid signature)."""
 

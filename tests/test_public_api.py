@@ -75,6 +75,8 @@ PUBLIC = [
     "StoreError",
     "fork",
     "resume",
+    # what a new user trips on (issue 14)
+    "ChartWarning",
 ]
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from statechart.errors import ToolArgumentsError, ToolDefinitionError
+from statechart.errors import ChartWarning, ToolArgumentsError, ToolDefinitionError
 from statechart.records.messages import ToolCall
 from statechart.records.run import CheckedCall
 
@@ -23,6 +25,8 @@ RetryPolicy = Literal["safe", "keyed", "reconcile", "never"]
 RETRY_POLICIES: tuple[str, ...] = ("safe", "keyed", "reconcile", "never")
 DEFAULT_OUTPUT_CAP = 8000
 KEY_PARAMETER = "idempotency_key"
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What OpenAI and Anthropic accept as a tool name."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,10 @@ def tool(
         A decorator that makes the `Tool`.
 
     Raises:
-        ToolDefinitionError: No valid retry policy, or `reconcile` without its hook.
+        ToolDefinitionError: No valid retry policy, `reconcile` without its hook, or a
+            name providers refuse (they accept `^[a-zA-Z0-9_-]{1,64}$`).
+
+    A tool with neither a docstring nor `description=` builds with a `ChartWarning`.
 
     Example::
 
@@ -129,13 +136,26 @@ def tool(
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         tool_name = name or fn.__name__
+        if not TOOL_NAME.match(tool_name):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: providers accept only 1-64 letters, digits, '_' or '-' "
+                "as a tool name; pass name= with such a name"
+            )
         if retry == "reconcile" and reconcile is None:
             raise ToolDefinitionError(
                 f"tool '{tool_name}' has retry='reconcile' but no reconcile= hook; "
                 "pass a function that reports what happened to a call"
             )
         args_model = _args_model(tool_name, fn, keyed=retry == "keyed")
-        doc = description or inspect.getdoc(fn) or tool_name
+        doc = description or inspect.getdoc(fn)
+        if not doc or not doc.strip():
+            warnings.warn(
+                f"tool '{tool_name}' has no description (no docstring, no description=), so "
+                "the model is shown only its name; add a docstring saying what it does",
+                ChartWarning,
+                stacklevel=2,
+            )
+            doc = tool_name
         return Tool(
             name=tool_name,
             description=doc.strip().splitlines()[0],

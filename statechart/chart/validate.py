@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 from statechart.chart.names import ESCALATED, EXHAUSTED, IMPLICIT, RESERVED
 from statechart.errors import (
     ChartError,
+    ChartWarning,
     DuplicateStateError,
     MalformedStateNameError,
     MissingBudgetError,
@@ -99,6 +101,13 @@ def _check_kinds(chart: Chart) -> None:
                 f"{where}: on_exhausted='{s.on_exhausted}' is not a state of the chart"
             )
         _check_caps(s, where)
+        if s.kind == "model" and not s.reads and not s.instructions:
+            warnings.warn(
+                f"{where}: a model state with neither reads= nor instructions= shows the "
+                "model only its tools and exits; say what it should do",
+                ChartWarning,
+                stacklevel=5,
+            )
     if chart.on_exhausted not in names:
         raise UnknownTargetError(
             f"chart '{chart.name}': on_exhausted='{chart.on_exhausted}' is not a state of the chart"
@@ -118,6 +127,13 @@ def _check_caps(s: State, where: str) -> None:
             raise ChartError(f"{where}: max_calls['{t}']={cap}; a cap cannot be negative")
     if s.tools and s.kind != "model":
         raise ChartError(f"{where}: only model states offer tools (kind is '{s.kind}')")
+    names = [t.name for t in s.tools]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ToolDefinitionError(
+            f"{where}: two tools are named '{twice[0]}', so the model would be offered both "
+            "under one name; rename one (tool(name=...)) or drop it"
+        )
     if "next_state" in s.tool_map:
         raise ToolDefinitionError(f"{where}: a tool may not be named 'next_state'; rename it")
 

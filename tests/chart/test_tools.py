@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from statechart import (
     Budget,
     Chart,
+    ChartWarning,
     Edge,
     MemoryStore,
     ScriptedModel,
@@ -99,6 +100,58 @@ def test_untyped_parameters_are_refused() -> None:
         @tool(retry="safe")
         def bad(x) -> str:  # type: ignore[no-untyped-def]
             return str(x)
+
+
+@pytest.mark.parametrize("bad", ["look up!", "a.b", "x" * 65, "caf\u00e9"])
+def test_a_tool_name_providers_refuse_fails_the_build(bad: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="1-64 letters, digits") as err:
+
+        @tool(retry="safe", name=bad)
+        def look(q: str) -> str:
+            """Look."""
+            return q
+
+    assert repr(bad) in str(err.value)
+
+
+def test_two_tools_with_one_name_in_a_state_fail_the_build() -> None:
+    @tool(retry="safe", name="lookup")
+    def by_id(ticket: str) -> str:
+        """Look a ticket up by id."""
+        return ticket
+
+    @tool(retry="safe", name="lookup")
+    def by_email(email: str) -> str:
+        """Look a customer up by email."""
+        return email
+
+    with pytest.raises(ToolDefinitionError, match="state 'work': two tools are named 'lookup'"):
+        Chart(
+            "c",
+            states=(State("work", tools=(by_id, by_email)), State("done", kind="terminal")),
+            edges=(Edge("work", "done"),),
+        )
+
+
+def test_a_tool_with_no_description_warns_naming_it() -> None:
+    with pytest.warns(ChartWarning, match="tool 'mute' has no description") as caught:
+
+        @tool(retry="safe")
+        def mute(q: str) -> str:
+            return q
+
+    assert caught[0].filename == __file__
+    assert mute.description == "mute"
+
+
+def test_a_model_state_shown_nothing_warns() -> None:
+    with pytest.warns(ChartWarning, match="state 'blind': a model state with neither") as caught:
+        Chart(
+            "c",
+            states=(State("blind"), State("done", kind="terminal")),
+            edges=(Edge("blind", "done"),),
+        )
+    assert caught[0].filename == __file__
 
 
 @pytest.mark.anyio
