@@ -84,6 +84,10 @@ class TraceFormatError(StatechartError):
     """A line of a trace file is not a run of tool steps; the message names file:line."""
 
 
+class EventLoopRunningError(StatechartError, RuntimeError):
+    """A synchronous entry point (`run_sync`) was called where an event loop already runs."""
+
+
 class RunError(StatechartError):
     """A run cannot do what was asked in its present state."""
 

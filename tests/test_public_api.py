@@ -77,6 +77,7 @@ PUBLIC = [
     "resume",
     # what a new user trips on (issue 14)
     "ChartWarning",
+    "EventLoopRunningError",
 ]
 
 

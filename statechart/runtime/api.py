@@ -19,7 +19,7 @@ from statechart.chart.chart import Chart
 from statechart.engine import human
 from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.tables import compiled
-from statechart.errors import ConflictError, RunNotFoundError
+from statechart.errors import ConflictError, EventLoopRunningError, RunNotFoundError
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run, Step, Visit
@@ -371,5 +371,15 @@ def run_sync(
             run = await start(chart, store=store, model=model, context=context, run_id=run_id)
         return await run_to_end(chart, run, store=store, model=model)
 
-    result: Run = anyio.run(main, backend=backend)
+    try:
+        result: Run = anyio.run(main, backend=backend)
+    except RuntimeError as exc:
+        if not str(exc).startswith("Already running"):
+            raise
+        raise EventLoopRunningError(
+            f"run_sync for chart '{chart.name}' was called inside a running event loop "
+            f"({exc}), e.g. in a notebook or an async function; there, use "
+            "`run = await run_to_end(chart, await start(chart, store=store, model=model), "
+            "store=store, model=model)` instead"
+        ) from None
     return result

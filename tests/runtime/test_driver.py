@@ -13,6 +13,7 @@ from statechart import (
     ConflictError,
     Decision,
     Edge,
+    EventLoopRunningError,
     Facts,
     MemoryStore,
     ScriptedModel,
@@ -133,6 +134,13 @@ async def test_store_fences_a_stale_writer() -> None:
 def test_run_sync_from_plain_code() -> None:
     end = run_sync(chart(), store=MemoryStore(), model=ScriptedModel([]), context={"score": 8})
     assert end.state == "send"
+
+
+async def test_run_sync_inside_a_running_loop_says_to_await_instead() -> None:
+    store = MemoryStore()
+    with pytest.raises(EventLoopRunningError, match=r"chart 'c'.*await run_to_end\("):
+        run_sync(chart(), store=store, model=ScriptedModel([]), context={"score": 8})
+    assert await store.runs() == []
 
 
 async def test_run_to_end_returns_the_stored_run_when_nothing_was_left_to_do(db: Path) -> None:
