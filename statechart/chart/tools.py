@@ -172,6 +172,14 @@ def tool(
     return wrap
 
 
+def valid_tool_name(name: str) -> str:
+    """`name` if providers accept it as a tool name, else the nearest name they accept
+    (each run of other characters becomes `_`). Mining uses it for names from traces."""
+    if TOOL_NAME.match(name):
+        return name
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:64] or "tool"
+
+
 def _args_model(tool_name: str, fn: Callable[..., Any], *, keyed: bool) -> type[BaseModel]:
     sig = inspect.signature(fn)
     try:

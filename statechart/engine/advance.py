@@ -26,10 +26,10 @@ from statechart.engine.effects import (
     RunHandler,
     RunTool,
     TakeNextState,
+    queued_and_answered,
 )
 from statechart.engine.moves import checked_patch, commit, drop_queue, try_move
 from statechart.engine.prompt import model_view
-from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
@@ -125,10 +125,12 @@ def _after_model(
             messages=(said, nudge),
             update={"visit": visit},
         )
-    calls = [c for c in reply.tool_calls if c.name != NEXT_STATE]
-    nexts = [c for c in reply.tool_calls if c.name == NEXT_STATE]
-    queue = tuple(QueuedCall(call=c) for c in calls + nexts[:1])
-    extra = tuple(Message(role="tool", tool_call_id=c.id, content=NOT_EXECUTED) for c in nexts[1:])
+    view = model_view(compiled_chart, visit.state)
+    queued, answered = queued_and_answered(
+        view.state, view.path, visit.iterations, reply.tool_calls
+    )
+    queue = tuple(QueuedCall(call=c) for c in queued)
+    extra = tuple(Message(role="tool", tool_call_id=c.id, content=t) for c, t in answered)
     return commit(
         compiled_chart,
         run,

@@ -7,7 +7,7 @@ It never awaits, touches a clock or writes anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from statechart.chart.tools import Tool, checked, parse_arguments
 from statechart.engine.calls import idempotency_key
 from statechart.engine.moves import typed_context
 from statechart.engine.prompt import build_request, model_view
+from statechart.engine.reasons import NEXT_STATE_TOO_SOON, NOT_EXECUTED, not_executed
 from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart
 from statechart.records.messages import Request, ToolCall
@@ -186,6 +187,27 @@ def last_call(state: State, iterations: int) -> bool:
     """After `iterations` model calls in a visit, a call is the last: it offers only
     `next_state` (`max_iterations` is a true cap)."""
     return iterations >= (state.max_iterations or 0)
+
+
+def queued_and_answered(
+    state: State, path: str, iterations: int, tool_calls: Sequence[ToolCall]
+) -> tuple[tuple[ToolCall, ...], tuple[tuple[ToolCall, str], ...]]:
+    """What a reply queues (its tool calls in order, or its `next_state`) and the calls
+    answered at once instead, with their results: a `next_state` that came with other
+    calls (the model must read their results before it leaves) and extra ones. The last
+    reply of a visit was offered only `next_state`, so there its stray calls are answered
+    and its `next_state` is taken. `iterations` counts this reply."""
+    calls = tuple(c for c in tool_calls if c.name != NEXT_STATE)
+    nexts = tuple(c for c in tool_calls if c.name == NEXT_STATE)
+    if not nexts:
+        return calls, ()
+    extra = tuple((c, NOT_EXECUTED) for c in nexts[1:])
+    if last_call(state, iterations):
+        stray = not_executed(f"only {NEXT_STATE} is offered on the last call of state '{path}'")
+        return nexts[:1], (*((c, stray) for c in calls), *extra)
+    if calls:
+        return calls, (*((c, NEXT_STATE_TOO_SOON) for c in nexts[:1]), *extra)
+    return nexts[:1], extra
 
 
 def calls_cap_refusal(state: State, path: str, visit: Visit, tool: Tool) -> str | None:

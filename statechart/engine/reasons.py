@@ -16,3 +16,10 @@ def not_executed(why: str) -> str:
 
 NOT_EXECUTED = not_executed("an earlier call in the same reply was refused or is waiting")
 """The result of the calls queued behind a refused or waiting one."""
+
+NEXT_STATE_TOO_SOON = (
+    "not taken: next_state came with other calls in one reply; call next_state again once "
+    "you have read the results of those calls"
+)
+"""The result of a `next_state` sent beside other calls: the model must see their results
+before it leaves the state."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
+from statechart.engine.effects import queued_and_answered
 from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
@@ -45,7 +45,7 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     if e.model is not None:
         u["model"] = e.model
     moved = bool(e.entered or e.exited)
-    u["pending"] = _pending(run, e, moved)
+    u["pending"] = _pending(compiled_chart, run, e, moved)
     if e.trigger == "takeover" and e.call is not None:
         u["doubt"] = e.call.id
     elif run.doubt is not None:
@@ -58,11 +58,16 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     return evolve(run, u)
 
 
-def _pending(run: Run, e: Event, moved: bool) -> tuple[QueuedCall, ...]:
+def _pending(
+    compiled_chart: CompiledChart, run: Run, e: Event, moved: bool
+) -> tuple[QueuedCall, ...]:
     if e.trigger == "propose":
-        calls = [c for c in e.calls if c.name != NEXT_STATE]
-        nexts = [c for c in e.calls if c.name == NEXT_STATE][:1]
-        queue = tuple(QueuedCall(call=c) for c in calls + nexts)
+        assert run.visit is not None
+        state = compiled_chart.nodes[run.visit.state].state
+        assert state is not None
+        iterations = run.visit.iterations + e.usage.model_calls
+        queued, _ = queued_and_answered(state, run.visit.state, iterations, e.calls)
+        queue = tuple(QueuedCall(call=c) for c in queued)
     elif e.trigger in _TOOL_TRIGGERS and e.actor == "code":
         queue = run.pending[1:]
     elif e.trigger == "ask":

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, RESERVED
+from statechart.chart.tools import valid_tool_name
 from statechart.mining.matrix import (
     DEFAULT_REPEAT_LIMIT,
     DEFAULT_THRESHOLD,
@@ -326,7 +327,10 @@ def render(p: Proposal) -> str:
             while ident in idents.values():
                 ident += "_"
             idents[tool] = ident
-            named = f", name={tool!r}" if ident != tool else ""
+            offered = valid_tool_name(tool)
+            named = f", name={offered!r}" if ident != offered else ""
+            if offered != tool:
+                lines.append(f"# the traces call it {tool!r}, a name providers refuse")
             lines += [
                 "",
                 f'@sc.tool(retry="never"{named})',

@@ -18,7 +18,7 @@ import anyio
 
 from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED, ESCALATED, IMPLICIT
-from statechart.chart.tools import Tool, fingerprint, outcome_class
+from statechart.chart.tools import Tool, fingerprint, outcome_class, valid_tool_name
 from statechart.engine import (
     CompiledChart,
     Move,
@@ -144,7 +144,9 @@ class ShadowRun:
     # -- judging ------------------------------------------------------------------------
 
     def record(self, tool: str, arguments: Any, outcome: str, result: Any = None) -> None:
-        """Judge one call the loop made (`arguments=None`: unknown, no repeat check)."""
+        """Judge one call the loop made (`arguments=None`: unknown, no repeat check). A name
+        providers refuse is matched as the one a proposed chart gives it."""
+        tool = valid_tool_name(tool)
         args = json_arguments(arguments)
         if self.run.status == "ended":
             self._call(

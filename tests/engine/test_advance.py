@@ -132,21 +132,48 @@ async def test_raw_json_arguments_are_parsed() -> None:
     assert tool_results(steps)["c1"] == "kb:z"
 
 
-async def test_calls_queue_one_act_step_each_next_state_last() -> None:
+async def test_calls_queue_one_act_step_each_and_next_state_beside_them_is_not_taken() -> None:
     r = reply(
         call("next_state", "n1", target="draft", summary="s"),
         call("search_kb", "a", query="1"),
         call("search_kb", "b", query="2"),
     )
-    end, steps, _, _ = await run_script(chart(), [r, reply(call("next_state", target="done"))])
+    leave = reply(call("next_state", "n2", target="draft", summary="s"))
+    end, steps, model, _ = await run_script(
+        chart(), [r, leave, reply(call("next_state", target="done"))]
+    )
     moves = [(s.event.trigger, s.event.source, s.event.target) for s in steps]
-    assert moves[:4] == [
+    assert moves[:5] == [
         ("propose", "research.think", "research.act"),
         ("next_call", "research.act", "research.act"),
-        ("next_call", "research.act", "research.act"),
+        ("results", "research.act", "research.think"),
+        ("propose", "research.think", "research.act"),
         ("go:draft", "research.act", "draft.think"),
     ]
-    assert [s.event.call.id for s in steps[1:4] if s.event.call] == ["a", "b", "n1"]
+    assert [s.event.call.id for s in steps[1:3] if s.event.call] == ["a", "b"]
+    results = tool_results(steps)
+    assert results["n1"].startswith("not taken: next_state came with other calls")
+    assert (results["a"], results["b"]) == ("kb:1", "kb:2")
+    seen = {m.tool_call_id: m.content for m in model.requests[1].transcript if m.role == "tool"}
+    assert seen == {"n1": results["n1"], "a": "kb:1", "b": "kb:2"}
+    assert steps[3].run.visit is not None and steps[3].run.visit.iterations == 2
+    assert end.state == "done"
+
+
+async def test_on_the_last_iteration_next_state_beside_other_calls_is_taken() -> None:
+    r = reply(
+        call("search_kb", "a", query="1"), call("next_state", "n", target="draft", summary="s")
+    )
+    end, steps, model, _ = await run_script(
+        chart(max_iterations=1), [r, reply(call("next_state", target="done"))]
+    )
+    results = tool_results(steps)
+    assert (
+        results["a"]
+        == "not executed: only next_state is offered on the last call of state 'research'"
+    )
+    assert [t.name for t in model.requests[0].tools] == ["next_state"]
+    assert [s.event.trigger for s in steps[:2]] == ["propose", "go:draft"]
     assert end.state == "done"
 
 
@@ -159,7 +186,7 @@ async def test_a_refusal_stops_the_queue_and_the_rest_get_not_executed() -> None
     _, steps, _, _ = await run_script(chart(), [r, *finish()])
     results = tool_results(steps)
     assert results["x"].startswith("refused:")
-    assert results["y"].startswith("not executed") and results["z"].startswith("not executed")
+    assert results["y"].startswith("not executed") and results["z"].startswith("not taken")
     assert steps[1].run.state == "research.think" and steps[1].run.pending == ()
 
 

@@ -389,13 +389,16 @@ def test_proposal_state_names_are_valid_chart_names(tmp_path: Path, tool: str) -
 
 @pytest.mark.parametrize("tool", ['say "hi"', "C:\\new"])
 def test_proposal_quotes_tool_names_in_its_source(tmp_path: Path, tool: str) -> None:
-    """Tool names holding quotes or backslashes are written as proper string literals: the
-    draft loads and its tools keep the names the traces use."""
+    """Tool names holding quotes or backslashes are written as proper string literals (in
+    the note that keeps the traces' name): the draft loads, and offers each tool under the
+    nearest name providers accept."""
     source = propose(traces_of([tool, "send"], 20)).source
     result = check_draft(tmp_path, source)
     assert result.returncode == 0, result.stderr
     chart = load_draft(source)
-    assert {t.name for s in chart.states for t in s.tools} == {tool, "send"}
+    offered = {'say "hi"': "say_hi", "C:\\new": "C_new"}[tool]
+    assert {t.name for s in chart.states for t in s.tools} == {offered, "send"}
+    assert f"# the traces call it {tool!r}" in source
 
 
 def test_proposal_tool_named_sc_does_not_shadow_the_import(tmp_path: Path) -> None:
