@@ -129,8 +129,8 @@ chart = Chart(
         ),
         State("verify", kind="code", handler=verify, writes=("resolution",)),
         State("done", kind="terminal"),
-        State("failed", kind="terminal"),
-        State("needs_human", kind="terminal"),
+        State("failed", kind="terminal", outcome="failure"),
+        State("needs_human", kind="terminal", outcome="failure"),
     ),
     edges=(
         Edge("classify", "gather"),

@@ -6,7 +6,8 @@ nothing after it runs: no `finally`, no flush. Unset, each check costs one
 comparison. Points: `intent.recorded` (an event that records an intent has
 committed; the tool has not started), `tool.returned` (the tool's side effect is
 done; its result is not stored), `store.append.uncommitted` (inside the append
-transaction, before COMMIT).
+transaction, before COMMIT), `cli.run.chart_saved` (`statechart run` stored where
+the chart came from; the run is not created yet).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from statechart.records.run import Run
 
 StateKind = Literal["model", "code", "chart", "approval", "terminal"]
+Outcome = Literal["success", "failure"]
 DEFAULT_MAX_ITERATIONS = 10
 
 
@@ -121,6 +122,9 @@ class State:
     """Refreshes the context from the world when a stored run resumes here."""
     max_tokens: int | None = None
     """Output-token cap asked of the model per call (lowered further by budgets)."""
+    outcome: Outcome = "success"
+    """For a terminal: whether ending here is a failure (the CLI exits 4, as for an
+    escalated or exhausted run). The implicit `escalated` and `exhausted` are failures."""
 
     def __post_init__(self) -> None:
         for name in ("tools", "reads", "writes"):
@@ -214,7 +218,9 @@ class Chart:
 def complete_states(states: tuple[State, ...]) -> tuple[State, ...]:
     """Add the implicit `escalated` and `exhausted` terminals the user did not write."""
     names = {s.name for s in states}
-    extra = tuple(State(name, kind="terminal") for name in IMPLICIT if name not in names)
+    extra = tuple(
+        State(name, kind="terminal", outcome="failure") for name in IMPLICIT if name not in names
+    )
     return states + extra
 
 

@@ -85,6 +85,12 @@ def _check_kinds(chart: Chart) -> None:
         where = f"chart '{chart.name}', state '{s.name}'"
         if s.name in IMPLICIT and s.kind != "terminal":
             raise MalformedStateNameError(f"{where}: '{s.name}' is reserved for a terminal state")
+        if s.outcome != "success" and s.kind != "terminal":
+            raise ChartError(
+                f"{where}: outcome='{s.outcome}' is for terminal states (kind is '{s.kind}')"
+            )
+        if s.outcome not in ("success", "failure"):
+            raise ChartError(f"{where}: outcome={s.outcome!r}; use 'success' or 'failure'")
         if s.kind == "code" and s.handler is None:
             raise ChartError(f"{where}: a code state needs handler=")
         if s.kind == "chart":

@@ -16,10 +16,12 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import typer
+from pydantic import ValidationError
 
 from statechart.chart.chart import Chart
-from statechart.errors import LoadError, StatechartError
-from statechart.io.loading import load_chart
+from statechart.cli.exits import COMMAND_ERROR, error
+from statechart.errors import LoadError, ModelError, StatechartError
+from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run
@@ -31,6 +33,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # click's help: typer's rich panels show flags as `--json <bool>`
 )
 _DEBUG = {"on": False}
 
@@ -87,17 +90,27 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
     except KeyboardInterrupt:
         typer.echo("interrupted: the run keeps its last stored state; resume it to go on", err=True)
         raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
     except Exception as exc:
         if _DEBUG["on"]:
             raise
-        lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
-        text = ": ".join(lines[:2]) if lines else type(exc).__name__
-        if not isinstance(exc, StatechartError):
-            text = f"{type(exc).__name__}: {text}"
-        typer.echo(f"error: {text}", err=True)
-        raise typer.Exit(1) from None
+        error(_explained(exc))
+        raise typer.Exit(COMMAND_ERROR) from None
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _explained(exc: BaseException) -> str:
+    """An error as the lines a user reads: every field pydantic refused, each on its own
+    line; any other error's whole message."""
+    if isinstance(exc, ValidationError):
+        return f"{exc.title} is not valid:\n" + "\n".join(
+            f"  {'.'.join(map(str, e['loc'])) or '(value)'}: {e['msg']}" for e in exc.errors()
+        )
+    lines = [x.rstrip() for x in str(exc).strip().splitlines() if x.strip()]
+    text = "\n".join(lines) if lines else type(exc).__name__
+    return text if isinstance(exc, StatechartError) else f"{type(exc).__name__}: {text}"
 
 
 def _object(text: str, option: str) -> dict[str, Any]:
@@ -116,14 +129,26 @@ def _object(text: str, option: str) -> dict[str, Any]:
 def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) -> Model:
     """The model to drive with: `--model`, else the run's recorded one, else the demo."""
     if spec is not None:
-        return from_spec(spec)
+        try:
+            return from_spec(spec)
+        except ModelError:
+            if ":" in spec and spec.split(":", 1)[1]:
+                raise
+            raise LoadError(
+                f"--model {spec!r} is not a model this command can build: give "
+                "openai:MODEL (with --base-url for any OpenAI-compatible server) or "
+                "anthropic:MODEL, or leave --model out for the agent's offline demo model"
+            ) from None
     if run is not None:
         demo = getattr(module, "demo_model", None)
         try:
             return from_spec(run.model, run.run_id)
         except StatechartError:
             if demo is None or demo().spec != run.model:
-                raise
+                raise LoadError(
+                    f"run {run.run_id} was driven by model {run.model!r}, which this "
+                    "command cannot build; pass --model openai:MODEL or anthropic:MODEL"
+                ) from None
             found_demo: Model = demo()
             return found_demo
     demo = getattr(module, "demo_model", None)
@@ -147,11 +172,36 @@ def _existing(db: Path) -> SQLiteStore:
     return SQLiteStore(db)
 
 
-async def _chart_of(store: SQLiteStore, run: Run) -> tuple[Chart, ModuleType]:
+ChartOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--chart",
+        help="PATH.py:NAME or MODULE:NAME of the run's chart, for a run whose store does "
+        "not record it (one started from Python); checked against the run's chart version.",
+    ),
+]
+
+
+async def _chart_of(
+    store: SQLiteStore, run: Run, given: str | None = None
+) -> tuple[Chart, ModuleType]:
+    """The run's chart: `--chart` (checked against the run's version, then remembered),
+    else the source the store recorded."""
+    if given is not None:
+        chart, module = load_chart(given)
+        if chart.version != run.chart_version:
+            raise LoadError(
+                f"--chart {given} is chart '{chart.name}' version {chart.version}, but run "
+                f"{run.run_id} was stored under '{run.chart}' version {run.chart_version}; "
+                "give the chart the run was started with"
+            )
+        await store.save_chart(chart.version, chart.describe(), chart_source(given))
+        return chart, module
     source = await store.chart_source(run.chart_version)
     if source is None:
         raise LoadError(
-            f"run {run.run_id} does not record where its chart came from; it was "
-            "not started by this command"
+            f"run {run.run_id} does not record where its chart '{run.chart}' came from (it "
+            "was started from a chart built inside a function); pass --chart PATH.py:NAME "
+            "or --chart MODULE:NAME"
         )
     return load_chart(source)

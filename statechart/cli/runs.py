@@ -5,15 +5,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from statechart import failpoints
 from statechart.chart.chart import Chart
 from statechart.cli.app import (
     _STOP,
     DB_DEFAULT,
+    ChartOpt,
     Db,
     ModelOpt,
     _chart_of,
@@ -24,10 +27,11 @@ from statechart.cli.app import (
     _use,
     app,
 )
-from statechart.engine.tables import compiled
+from statechart.cli.exits import CODES, STATUS_STYLES, STYLES, say
+from statechart.engine import compiled, outcome_of
 from statechart.errors import LoadError
 from statechart.io import audit, diagram
-from statechart.io.loading import load_chart
+from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
 from statechart.records.run import Run, Status, Step
 from statechart.records.spent import spent_of
@@ -73,16 +77,23 @@ async def _drive(
     return last if last is not None else await store.load(run_id)
 
 
-def _outcome(run: Run, db: Path) -> None:
+def _finish(chart: Chart, run: Run, db: Path) -> int:
+    """Print how the run came out (and, when it waits, how to decide); its exit code."""
+    outcome = outcome_of(compiled(chart), run)
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
-    typer.echo(f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
+    say(
+        f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""),
+        STYLES[outcome],
+    )
     if run.status == "waiting":
         base = os.environ.get("OPENAI_BASE_URL") if run.model.startswith("openai:") else None
-        cmd = f"statechart --base-url {base}" if base else "statechart"
-        typer.echo(
-            f"approve: {cmd} approve {run.run_id} --db {db}\n"
-            f"reject:  {cmd} reject {run.run_id} --reason '...' --db {db}"
+        cmd = f"statechart --base-url {shlex.quote(base)}" if base else "statechart"
+        rid, where = shlex.quote(run.run_id), shlex.quote(str(db))
+        say(
+            f"approve: {cmd} approve {rid} --db {where}\n"
+            f"reject:  {cmd} reject {rid} --reason '...' --db {where}"
         )
+    return CODES[outcome]
 
 
 @app.command()
@@ -99,21 +110,24 @@ def run(
     Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
     """
 
-    async def go() -> None:
+    async def go() -> int:
         _use(db)
         chart, module = load_chart(target)
         text = input_file.read_text() if input_file else input or "{}"
         context = _object(text, "--input-file" if input_file else "--input")
-        store = SQLiteStore(db)
+        chart.context.model_validate(context)  # every check before the store file exists
         chosen = _model(model, module)
+        store = SQLiteStore(db)
+        # the chart's source first: a kill between the two writes leaves no run behind
+        await store.save_chart(chart.version, chart.describe(), chart_source(target))
+        failpoints.hit("cli.run.chart_saved")
         first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
-        path, _, name = target.rpartition(":")
-        await store.save_chart(chart.version, chart.describe(), f"{Path(path).resolve()}:{name}")
         typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
-        _outcome(await _drive(chart, first.run_id, store, chosen, resuming=False), db)
+        code = _finish(chart, await _drive(chart, first.run_id, store, chosen, resuming=False), db)
         store.close()
+        return code
 
-    _run(go)
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -121,18 +135,34 @@ def runs(
     db: Db = DB_DEFAULT,
     status: Annotated[str | None, typer.Option(help="running, waiting or ended")] = None,
     chart: Annotated[str | None, typer.Option(help="Only runs of this chart name.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """List stored runs. Example: statechart runs --status waiting"""
     if status not in (None, "running", "waiting", "ended"):
-        typer.echo(f"error: --status {status}: use running, waiting or ended", err=True)
-        raise typer.Exit(1)
+        raise typer.BadParameter(
+            f"{status!r}: use running, waiting or ended", param_hint="--status"
+        )
 
     async def go() -> None:
         store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
-        for r in await store.runs(status=found, chart=chart):
-            typer.echo(f"{r.run_id}  {r.chart:<20} {r.status:<8} {r.state:<32} seq {r.seq}")
+        listed = await store.runs(status=found, chart=chart)
         store.close()
+        if as_json:
+            rows = [
+                {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}
+                | {"reason": r.reason, "created_at": r.created_at}
+                for r in listed
+            ]
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        width = max([32, *(len(r.run_id) for r in listed)])
+        say(f"{'RUN':<{width}}  {'CHART':<20} {'STATUS':<8} {'STATE':<32} SEQ", "bold")
+        for r in listed:
+            say(
+                f"{r.run_id:<{width}}  {r.chart:<20} {r.status:<8} {r.state:<32} {r.seq}",
+                STATUS_STYLES[r.status],
+            )
 
     _run(go)
 
@@ -168,18 +198,22 @@ def show(
 
 
 @app.command()
-def resume(run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None) -> None:
+def resume(
+    run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None, chart: ChartOpt = None
+) -> None:
     """Drive a stored run on from where it is. Example: statechart resume RUN_ID"""
 
-    async def go() -> None:
+    async def go() -> int:
         store = _existing(db)
         found = await store.load(run_id)
-        chart, module = await _chart_of(store, found)
+        charted, module = await _chart_of(store, found, chart)
         chosen = _model(model, module, found)
-        _outcome(await _drive(chart, run_id, store, chosen, resuming=True), db)
+        last = await _drive(charted, run_id, store, chosen, resuming=True)
+        code = _finish(charted, last, db)
         store.close()
+        return code
 
-    _run(go)
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -191,25 +225,29 @@ def approve(
     edit: Annotated[str | None, typer.Option(help="JSON edits to the pending call.")] = None,
     no_resume: Annotated[bool, typer.Option("--no-resume", help="Only record it.")] = False,
     model: ModelOpt = None,
+    given: ChartOpt = None,
 ) -> None:
     """Approve what a run waits for, then resume it.
 
     Example: statechart approve RUN_ID --note 'checked' --edit '{"amount": 15}'
     """
 
-    async def go() -> None:
+    async def go() -> int:
         store = _existing(db)
         found = await store.load(run_id)
-        chart, module = await _chart_of(store, found)
+        chart, module = await _chart_of(store, found, given)
         edits = _object(edit, "--edit") if edit else None
         chosen = None if no_resume else _model(model, module, found)  # fail before deciding
-        await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
+        record = await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
         typer.echo(f"approved by {by}")
+        last = record.run
         if chosen is not None:
-            _outcome(await _drive(chart, run_id, store, chosen, resuming=True), db)
+            last = await _drive(chart, run_id, store, chosen, resuming=True)
+        code = _finish(chart, last, db)
         store.close()
+        return code
 
-    _run(go)
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -218,16 +256,17 @@ def reject(
     reason: Annotated[str, typer.Option(help="Why (the model hears it).")],
     db: Db = DB_DEFAULT,
     by: Annotated[str, typer.Option(help="Who rejects.")] = "cli",
+    given: ChartOpt = None,
 ) -> None:
     """Reject what a run waits for. Example: statechart reject RUN_ID --reason 'tone'"""
 
     async def go() -> None:
         store = _existing(db)
-        chart, _ = await _chart_of(store, await store.load(run_id))
+        chart, _ = await _chart_of(store, await store.load(run_id), given)
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
         typer.echo(
             f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
-            f"continue with: statechart resume {run_id} --db {db}"
+            f"continue with: statechart resume {shlex.quote(run_id)} --db {shlex.quote(str(db))}"
         )
         store.close()
 
@@ -240,12 +279,13 @@ def cancel(
     reason: Annotated[str, typer.Option(help="Why.")],
     db: Db = DB_DEFAULT,
     by: Annotated[str, typer.Option(help="Who cancels.")] = "cli",
+    given: ChartOpt = None,
 ) -> None:
     """End a run in `cancelled`. Example: statechart cancel RUN_ID --reason 'duplicate'"""
 
     async def go() -> None:
         store = _existing(db)
-        chart, _ = await _chart_of(store, await store.load(run_id))
+        chart, _ = await _chart_of(store, await store.load(run_id), given)
         await cancel_run(chart, run_id, store=store, reason=reason, by=by)
         typer.echo(f"run {run_id} cancelled")
         store.close()
@@ -258,17 +298,19 @@ def fork(
     run_id: str,
     at: Annotated[int, typer.Option("--at", help="The seq to fork after.")],
     db: Db = DB_DEFAULT,
+    given: ChartOpt = None,
 ) -> None:
     """Start a new run from a run's state after event SEQ. Example: statechart fork RUN --at 4"""
 
     async def go() -> None:
         store = _existing(db)
         found = await store.load(run_id)
-        chart, _ = await _chart_of(store, found)
+        chart, _ = await _chart_of(store, found, given)
         child = await fork_run(chart, run_id, at, store=store)
         typer.echo(
             f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
-            f"drive it with: statechart resume {child.run_id} --db {db}"
+            f"drive it with: statechart resume {shlex.quote(child.run_id)} "
+            f"--db {shlex.quote(str(db))}"
         )
         store.close()
 

@@ -29,6 +29,7 @@ from statechart.engine.effects import (
 )
 from statechart.engine.machine import EXIT
 from statechart.engine.moves import checked_patch, commit, try_move, typed_context
+from statechart.engine.outcome import RunOutcome, outcome_of
 from statechart.engine.replay import fold, replay
 from statechart.engine.session import Session
 from statechart.engine.tables import (
@@ -59,6 +60,7 @@ __all__ = [
     "Reconciled",
     "Refuse",
     "RunHandler",
+    "RunOutcome",
     "RunTool",
     "Session",
     "TakeNextState",
@@ -74,6 +76,7 @@ __all__ = [
     "fold",
     "go",
     "last_call",
+    "outcome_of",
     "plan",
     "repeat_refusal",
     "replay",

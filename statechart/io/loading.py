@@ -7,9 +7,12 @@ file is imported from its path under a module name derived from that path.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import inspect
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -18,11 +21,16 @@ from statechart.errors import LoadError, StatechartError
 
 
 def load_chart(target: str) -> tuple[Chart, ModuleType]:
-    """The chart `target` names (a `Chart`, or a function returning one) and its module."""
+    """The chart `target` names (a `Chart`, or a function returning one) and its module.
+
+    `target` is `PATH.py:NAME` (a file, imported by path) or `MODULE:NAME` (an importable
+    module, e.g. `myapp.agents:chart`)."""
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
-        raise LoadError(f"'{target}' is not PATH.py:NAME; e.g. agents/support_triage.py:chart")
-    module = load_module(Path(path))
+        raise LoadError(
+            f"'{target}' is not PATH.py:NAME or MODULE:NAME; e.g. agents/support_triage.py:chart"
+        )
+    module = load_module(Path(path)) if _is_path(path) else _import(path)
     found = getattr(module, name, None)
     if found is None:
         raise LoadError(f"{path} has no '{name}'; name the Chart object (e.g. {path}:chart)")
@@ -66,3 +74,59 @@ def load_module(path: Path) -> ModuleType:
         del sys.modules[name]
         raise LoadError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _is_path(text: str) -> bool:
+    return text.endswith(".py") or "/" in text or Path(text).is_file()
+
+
+def _import(name: str) -> ModuleType:
+    """Import `name` as `python -m` would: the working directory is on the path."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except StatechartError:
+        raise
+    except Exception as exc:
+        raise LoadError(
+            f"cannot import module '{name}' ({type(exc).__name__}: {exc}); give PATH.py:NAME, "
+            "or run from where the module is importable"
+        ) from None
+
+
+def chart_source(target: str) -> str:
+    """`target` as a source that loads from any working directory: a path made absolute."""
+    path, _, name = target.rpartition(":")
+    return f"{Path(path).resolve()}:{name}" if _is_path(path) else target
+
+
+_FOUND: dict[str, str | None] = {}
+
+
+def source_of(chart: Chart) -> str | None:
+    """Where a chart defined at module level can be loaded again (`PATH.py:NAME` for a
+    script or a file loaded by path, `MODULE:NAME` for an importable module), or None
+    (a chart built inside a function). Searched once per chart version per process."""
+    if chart.version in _FOUND:
+        return _FOUND[chart.version]
+    found = next((w for w in _homes(chart) if w is not None), None)
+    _FOUND[chart.version] = found
+    return found
+
+
+def _homes(chart: Chart) -> Iterator[str | None]:
+    for module in list(sys.modules.values()):
+        attrs = getattr(module, "__dict__", None)
+        for attr, value in list(attrs.items()) if isinstance(attrs, dict) else ():
+            same = isinstance(value, Chart) and (value is chart or value.version == chart.version)
+            if same and not attr.startswith("_"):
+                yield _where(module, attr)
+
+
+def _where(module: ModuleType, attr: str) -> str | None:
+    name = module.__name__
+    file = getattr(module, "__file__", None)
+    if name == "__main__" or name.startswith("statechart_agent_"):
+        return f"{Path(file).resolve()}:{attr}" if file else None
+    return f"{name}:{attr}"

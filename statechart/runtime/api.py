@@ -20,6 +20,7 @@ from statechart.engine import human
 from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.tables import compiled
 from statechart.errors import ConflictError, EventLoopRunningError, RunNotFoundError
+from statechart.io.loading import source_of
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run, Step, Visit
@@ -64,7 +65,7 @@ async def start(
         if compiled_chart.nodes[p].state is not None
     ]
     owner, state = compiled_chart.owner_state(leaf)
-    await store.save_chart(chart.version, chart.describe())
+    await store.save_chart(chart.version, chart.describe(), source_of(chart))
     trace, span = tracing.run_trace_context(chart.name, run_id)
     run = Run(
         run_id=run_id,

@@ -67,7 +67,7 @@ class SQLiteStore:
         """Run each database call in a worker thread instead of on the event loop."""
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._saved: set[str] = set()
+        self._saved: dict[str, str | None] = {}
         """Chart versions this connection has stored (so `start` skips a transaction)."""
         try:
             self._db = sqlite3.connect(
@@ -245,7 +245,7 @@ class SQLiteStore:
         await self._call(self._save_chart, version, description, source)
 
     def _save_chart(self, version: str, description: str, source: str | None) -> None:
-        if source is None and version in self._saved:
+        if version in self._saved and source in (None, self._saved[version]):
             return  # a chart's rows are never deleted: saved once per connection is enough
         with transaction(self._db) as db:
             db.execute(
@@ -254,7 +254,7 @@ class SQLiteStore:
             )
             if source is not None:
                 db.execute("UPDATE charts SET source=? WHERE version=?", (source, version))
-        self._saved.add(version)
+        self._saved[version] = source or self._saved.get(version)
 
     async def chart_source(self, version: str) -> str | None:
         return await self._call(self._chart_source, version)

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 from tests.cli.test_cli import ROOT, cli
+from tests.support.cli import WAITING
 
 DEEP = f"{ROOT}/agents/deep_research.py:chart"
 
 
 def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Path) -> None:
-    out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}').stdout
+    out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}', code=WAITING).stdout
     assert "waiting in 'explore.sources.fetch.approve'" in out
     # live progress shows every budget around the state, innermost included
     assert (
@@ -40,7 +41,7 @@ def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Pat
 
 
 def test_a_rejected_purchase_is_heard_three_levels_down(tmp_path: Path) -> None:
-    out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}').stdout
+    out = cli(tmp_path, "run", DEEP, "--input", '{"topic": "refund abuse"}', code=WAITING).stdout
     run_id = out.split("approve: statechart approve ")[1].split()[0]
     cli(tmp_path, "reject", run_id, "--reason", "over budget")
     assert "ended in 'done'" in cli(tmp_path, "resume", run_id).stdout

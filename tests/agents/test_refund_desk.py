@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import ROOT, cli
-from tests.support.cli import ORDER, run_cli, waiting_id
+from tests.support.cli import FAILED, ORDER, WAITING, run_cli, waiting_id
 
 DESK = f"{ROOT}/agents/refund_desk.py:chart"
 
@@ -23,7 +23,7 @@ def bank(tmp_path: Path) -> list[tuple[str, str, int]]:
 
 
 def test_no_money_moves_before_approval_then_exactly_one_refund(tmp_path: Path) -> None:
-    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}', code=WAITING).stdout
     assert "waiting in 'resolve.approve'" in out
     assert bank(tmp_path) == []
     run_id = out.split("approve: statechart approve ")[1].split()[0]
@@ -35,17 +35,17 @@ def test_no_money_moves_before_approval_then_exactly_one_refund(tmp_path: Path) 
 
 
 def test_an_approver_can_lower_the_amount(tmp_path: Path) -> None:
-    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}', code=WAITING).stdout
     run_id = out.split("approve: statechart approve ")[1].split()[0]
     cli(tmp_path, "approve", run_id, "--edit", '{"amount_cents": 1500}')
     assert [row[1:] for row in bank(tmp_path)] == [("A-7", 1500)]
 
 
 def test_a_rejected_refund_never_reaches_the_bank(tmp_path: Path) -> None:
-    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}').stdout
+    out = cli(tmp_path, "run", DESK, "--input", '{"order_id": "A-7"}', code=WAITING).stdout
     run_id = out.split("approve: statechart approve ")[1].split()[0]
     cli(tmp_path, "reject", run_id, "--reason", "not our error")
-    resumed = cli(tmp_path, "resume", run_id).stdout
+    resumed = cli(tmp_path, "resume", run_id, code=FAILED).stdout  # ends in `failed`
     # the model heard the rejection and moved on; verify finds no refund and fails the run
     assert bank(tmp_path) == []
     assert "verify -> failed" in resumed and "0 refunds on record for A-7" in resumed
@@ -63,6 +63,6 @@ def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path
     """Two independent runs of the refund desk demo in one directory (new run, new
     idempotency key, same bank) both end in `done`."""
     for attempt in (1, 2):
-        run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
+        run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER, code=WAITING).stdout)
         out = run_cli(tmp_path, "approve", run_id).stdout
         assert "ended in 'done'" in out, f"attempt {attempt}:\n{out[-400:]}"

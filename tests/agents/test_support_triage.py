@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from statechart import SQLiteStore, approve, call, reply, run_to_end
-from tests.support.cli import AGENT, TICKET, run_cli, waiting_id
+from tests.support.cli import AGENT, FAILED, TICKET, WAITING, run_cli, waiting_id
 from tests.support.helpers import run_script, tool_results
 
 pytestmark = pytest.mark.anyio
@@ -137,7 +137,7 @@ async def test_the_tools_query_the_sqlite_helpdesk(tmp_path: Path) -> None:
 def test_the_support_triage_demo_model_handles_an_unknown_ticket(tmp_path: Path) -> None:
     """`statechart run` of the support triage agent with no --input (no ticket the fixture
     knows) never fails inside its demo model: the stand-in escalates or ends on purpose."""
-    out = run_cli(tmp_path, "run", AGENT).stdout
+    out = run_cli(tmp_path, "run", AGENT, code=FAILED).stdout  # escalates on purpose
     assert "model call failed" not in out, out
 
 
@@ -147,7 +147,7 @@ def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    run_id = waiting_id(run_cli(a, "run", AGENT, "--input", TICKET).stdout)
+    run_id = waiting_id(run_cli(a, "run", AGENT, "--input", TICKET, code=WAITING).stdout)
     out = run_cli(b, "approve", run_id, "--db", str(a / "statechart.db")).stdout
     assert "ended in 'done'" in out
     assert not (b / "helpdesk.db").exists(), "a second helpdesk appeared where approve ran"

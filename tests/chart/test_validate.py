@@ -340,3 +340,15 @@ def test_context_fields_may_not_have_aliases() -> None:
             states=(State("s", writes=("n",)), DONE),
             edges=(Edge("s", "done"),),
         )
+
+
+def test_only_terminals_declare_an_outcome() -> None:
+    with pytest.raises(ChartError, match="state 'a': outcome='failure' is for terminal states"):
+        Chart("c", states=(State("a", outcome="failure"), DONE), edges=(Edge("a", "done"),))
+    c = Chart(
+        "c",
+        states=(State("a"), DONE, State("failed", kind="terminal", outcome="failure")),
+        edges=(Edge("a", "done"), Edge("a", "failed")),
+    )
+    assert c.state_map["failed"].outcome == "failure" and c.state_map["done"].outcome == "success"
+    assert c.state_map["escalated"].outcome == "failure"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -16,7 +17,18 @@ import pytest
 
 from statechart import SQLiteStore
 from tests.models.test_openai import completion
-from tests.support.cli import DESK, ORDER, cli_env, run_cli, waiting_id
+from tests.support.cli import (
+    CANCELLED,
+    DESK,
+    ERROR,
+    OK,
+    ORDER,
+    USAGE,
+    WAITING,
+    cli_env,
+    run_cli,
+    waiting_id,
+)
 from tests.support.provider_server import Provider, serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,22 +36,12 @@ AGENT = f"{ROOT}/agents/support_triage.py:chart"
 TICKET = '{"ticket_id": "T-1001"}'
 
 
-def cli(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "statechart.cli", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    if ok:
-        assert done.returncode == 0, done.stderr
-    return done
+def cli(tmp_path: Path, *args: str, code: int | None = OK) -> subprocess.CompletedProcess[str]:
+    return run_cli(tmp_path, *args, code=code, environ={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def started(tmp_path: Path) -> str:
-    out = cli(tmp_path, "run", AGENT, "--input", TICKET).stdout
+    out = cli(tmp_path, "run", AGENT, "--input", TICKET, code=WAITING).stdout
     assert "waiting in 'send.approve'" in out
     assert "steps 1 (59 left)" in out  # live progress shows each budget spent and left
     (line,) = [x for x in out.splitlines() if x.startswith("approve: ")]
@@ -49,11 +51,16 @@ def started(tmp_path: Path) -> str:
 def test_run_waits_then_approve_in_another_process_resumes_to_done(tmp_path: Path) -> None:
     run_id = started(tmp_path)
     assert (tmp_path / "statechart.db").exists()  # the default store, in the working dir
-    listed = cli(tmp_path, "runs", "--status", "waiting").stdout
-    assert run_id in listed and "send.approve" in listed
-    out = cli(tmp_path, "approve", run_id, "--by", "dana", "--note", "checked").stdout
+    header, *rows = cli(tmp_path, "runs", "--status", "waiting").stdout.splitlines()
+    assert header.split() == ["RUN", "CHART", "STATUS", "STATE", "SEQ"]
+    assert [r.split() for r in rows] == [
+        [run_id, "support_triage", "waiting", "send.approve", "17"]
+    ]
+    out = cli(tmp_path, "approve", run_id, "--by", "dana", "--note", "checked", code=OK).stdout
     assert "approved by dana" in out and f"run {run_id}: ended in 'done'" in out
-    assert cli(tmp_path, "runs", "--status", "waiting").stdout == ""
+    assert cli(tmp_path, "runs", "--status", "waiting").stdout.splitlines() == [header]
+    (listed,) = json.loads(cli(tmp_path, "runs", "--json").stdout)
+    assert (listed["run_id"], listed["status"], listed["state"]) == (run_id, "ended", "done")
     shown = cli(tmp_path, "show", run_id).stdout
     assert "human:dana" in shown and "send_reply" in shown
     assert "total: 21 transitions, 20 steps, 9 model calls, 5 tool calls" in shown
@@ -89,7 +96,7 @@ def test_fork_starts_a_new_run_that_resume_drives(tmp_path: Path) -> None:
     out = cli(tmp_path, "fork", run_id, "--at", "4").stdout
     child = out.split()[1]
     assert f"forked from {run_id} at seq 4" in out
-    assert "waiting in 'send.approve'" in cli(tmp_path, "resume", child).stdout
+    assert "waiting in 'send.approve'" in cli(tmp_path, "resume", child, code=WAITING).stdout
 
 
 NESTED = """
@@ -135,19 +142,28 @@ def test_check_and_diagram(tmp_path: Path) -> None:
         ("check", f"{ROOT}/agents/support_triage.py:nope"),
         ("check", "agents/missing.py:chart"),
         ("run", AGENT, "--input", "{not json"),
-        ("runs", "--status", "sleeping"),
     ],
 )
-def test_errors_are_one_line_and_a_nonzero_exit(tmp_path: Path, args: tuple[str, ...]) -> None:
-    done = cli(tmp_path, *args, ok=False)
-    assert done.returncode != 0
+def test_errors_are_one_line_and_exit_1(tmp_path: Path, args: tuple[str, ...]) -> None:
+    done = cli(tmp_path, *args, code=ERROR)
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "args", [("runs", "--status", "sleeping"), ("run",), ("show", "r", "--bogus"), ("nope",)]
+)
+def test_a_wrong_command_line_is_a_usage_error_exit_2(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    done = cli(tmp_path, *args, code=USAGE)
+    assert "Usage: statechart" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "statechart.db").exists()
+
+
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     SQLiteStore(tmp_path / "statechart.db").close()
-    done = cli(tmp_path, "--debug", "resume", "no-such-run", ok=False)
+    done = cli(tmp_path, "--debug", "resume", "no-such-run", code=None)
     assert done.returncode != 0 and "Traceback" in done.stderr
     assert "RunNotFoundError" in done.stderr
 
@@ -162,10 +178,14 @@ def test_every_command_has_help_with_an_example(tmp_path: Path, command: str) ->
 
 def test_input_file_and_filtering_runs_by_chart(tmp_path: Path) -> None:
     (tmp_path / "ticket.json").write_text(TICKET)
-    out = cli(tmp_path, "run", AGENT, "--input-file", "ticket.json", "--run-id", "r-1").stdout
+    out = cli(
+        tmp_path, "run", AGENT, "--input-file", "ticket.json", "--run-id", "r-1", code=WAITING
+    ).stdout
     assert "run r-1 of support_triage" in out and "waiting" in out
-    assert cli(tmp_path, "runs", "--chart", "support_triage").stdout.startswith("r-1 ")
-    assert cli(tmp_path, "runs", "--chart", "refund_desk").stdout == ""
+    assert (
+        cli(tmp_path, "runs", "--chart", "support_triage").stdout.splitlines()[1].startswith("r-1 ")
+    )
+    assert len(cli(tmp_path, "runs", "--chart", "refund_desk").stdout.splitlines()) == 1
 
 
 # -- approving: edits, recorded servers and models, other directories ----------------------
@@ -232,8 +252,8 @@ register("demo:twice-b", demo_model)
 def test_approve_edit_with_an_unknown_field_is_refused_not_dropped(tmp_path: Path) -> None:
     """`approve --edit` with a field the tool does not have (`amount` on the refund desk,
     whose field is `amount_cents`) is an error before any money moves, not silently dropped."""
-    run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
-    done = run_cli(tmp_path, "approve", run_id, "--edit", '{"amount": 15}', ok=False)
+    run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER, code=WAITING).stdout)
+    done = run_cli(tmp_path, "approve", run_id, "--edit", '{"amount": 15}', code=None)
     bank = tmp_path / "refund_bank.db"
     refunds = (
         sqlite3.connect(bank).execute("SELECT amount_cents FROM refunds").fetchall()
@@ -283,6 +303,7 @@ def test_the_printed_approve_command_keeps_the_openai_compatible_server(
         "--model",
         "openai:tiny-1",
         environ=environ,
+        code=WAITING,
     ).stdout
     assert "waiting in 'resolve.approve'" in out and len(provider.requests) == 4
     (line,) = [x for x in out.splitlines() if x.startswith("approve: ")]
@@ -301,9 +322,8 @@ def test_a_run_started_with_a_relative_path_can_be_approved_from_another_directo
     a.mkdir()
     b.mkdir()
     (a / "agent.py").write_text(TWICE)
-    run_id = waiting_id(run_cli(a, "run", "agent.py:chart").stdout)
-    done = run_cli(b, "approve", run_id, "--db", str(a / "statechart.db"), ok=False)
-    assert done.returncode == 0, done.stderr
+    run_id = waiting_id(run_cli(a, "run", "agent.py:chart", code=WAITING).stdout)
+    done = run_cli(b, "approve", run_id, "--db", str(a / "statechart.db"), code=WAITING)
     assert "waiting in 'two.approve'" in done.stdout
 
 
@@ -311,8 +331,8 @@ def test_a_model_given_on_approve_is_recorded_for_the_next_resume(tmp_path: Path
     """`approve --model` is recorded in the run: the next plain `approve` keeps that model,
     and `show` credits the moves to it."""
     (tmp_path / "agent.py").write_text(TWICE)
-    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart").stdout)
-    out = run_cli(tmp_path, "approve", run_id, "--model", "demo:twice-b").stdout
+    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart", code=WAITING).stdout)
+    out = run_cli(tmp_path, "approve", run_id, "--model", "demo:twice-b", code=WAITING).stdout
     assert "waiting in 'two.approve'" in out
     run_cli(tmp_path, "approve", run_id)
     data = json.loads(run_cli(tmp_path, "show", run_id, "--json").stdout)
@@ -326,8 +346,8 @@ def test_approve_of_an_agent_that_only_defines_demo_model_is_not_half_done(tmp_p
     resumes the run or leaves it waiting: it never stores the approval and then fails."""
     agent = "\n".join(x for x in TWICE.splitlines() if not x.startswith("register("))
     (tmp_path / "agent.py").write_text(agent)
-    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart").stdout)
-    done = run_cli(tmp_path, "approve", run_id, ok=False)
+    run_id = waiting_id(run_cli(tmp_path, "run", "agent.py:chart", code=WAITING).stdout)
+    done = run_cli(tmp_path, "approve", run_id, code=None)
     still_waiting = run_id in run_cli(tmp_path, "runs", "--status", "waiting").stdout
     assert done.returncode == 0 or still_waiting, done.stderr
 
@@ -403,7 +423,7 @@ def test_ctrl_c_during_a_tool_stops_the_run_before_its_next_side_effect(tmp_path
 
 @pytest.fixture
 def waiting_run(tmp_path: Path) -> str:
-    return waiting_id(run_cli(tmp_path, "run", AGENT, "--input", TICKET).stdout)
+    return waiting_id(run_cli(tmp_path, "run", AGENT, "--input", TICKET, code=WAITING).stdout)
 
 
 @pytest.mark.parametrize(
@@ -416,7 +436,6 @@ def waiting_run(tmp_path: Path) -> str:
         ("run", AGENT, "--input", TICKET, "--model", "openai"),  # IndexError in openai.from_spec
         ("run", AGENT, "--input", TICKET, "--model", "anthropic"),  # same in anthropic.from_spec
         ("check", f"{ROOT}/agents/support_triage.py:demo_policy"),  # TypeError: loading calls it
-        ("run", DESK, "--input", "{}"),  # pydantic ValidationError: 4 lines and a URL
     ],
 )
 def test_more_errors_are_one_line_and_a_nonzero_exit(
@@ -424,13 +443,13 @@ def test_more_errors_are_one_line_and_a_nonzero_exit(
 ) -> None:
     """Bad JSON shapes, bare model specs, a non-chart target, a context that fails validation
     and a diagram of a run on another chart are each one `error:` line and a nonzero exit."""
-    done = run_cli(tmp_path, *(a.replace("{run}", waiting_run) for a in args), ok=False)
+    done = run_cli(tmp_path, *(a.replace("{run}", waiting_run) for a in args), code=None)
     one_clear_line(done)
 
 
 def test_bad_json_in_edit_names_the_option(tmp_path: Path, waiting_run: str) -> None:
     """Malformed JSON given to `approve --edit` is one error line that names `--edit`."""
-    done = run_cli(tmp_path, "approve", waiting_run, "--edit", "{bad", ok=False)
+    done = run_cli(tmp_path, "approve", waiting_run, "--edit", "{bad", code=None)
     one_clear_line(done)
     assert "--edit" in done.stderr
 
@@ -438,6 +457,189 @@ def test_bad_json_in_edit_names_the_option(tmp_path: Path, waiting_run: str) -> 
 def test_reading_commands_do_not_create_a_store(tmp_path: Path) -> None:
     """`show` (like every reading command) with a --db path that does not exist fails
     without creating an empty store there."""
-    done = run_cli(tmp_path, "show", "some-run", "--db", "typo.db", ok=False)
+    done = run_cli(tmp_path, "show", "some-run", "--db", "typo.db", code=None)
     assert done.returncode != 0
     assert not (tmp_path / "typo.db").exists()
+
+
+def test_input_that_does_not_validate_lists_every_field_and_creates_no_store(
+    tmp_path: Path,
+) -> None:
+    """A context that fails validation names every field with what is wrong (pydantic's
+    own message would be cut), and nothing is created: no store file."""
+    done = run_cli(
+        tmp_path,
+        "run",
+        DESK,
+        "--input",
+        '{"order_id": 7, "category": "x", "facts": [1]}',
+        code=ERROR,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == "error: Ticket is not valid:" or lines[0].endswith("is not valid:")
+    assert "  order_id: Input should be a valid string" in lines
+    assert any(x.startswith("  category: Input should be") for x in lines), lines
+    assert any(x.startswith("  facts: Input should be a valid string") for x in lines), lines
+    assert "Traceback" not in done.stderr and "https://" not in done.stderr
+    assert not (tmp_path / "statechart.db").exists()
+
+
+@pytest.mark.parametrize("model", ["nope", "gpt-4o", "openai:"])
+def test_an_unknown_model_speaks_of_the_flag_and_creates_no_store(
+    tmp_path: Path, model: str
+) -> None:
+    done = run_cli(tmp_path, "run", AGENT, "--input", TICKET, "--model", model, code=ERROR)
+    assert "--model" in done.stderr and "model=" not in done.stderr, done.stderr
+    assert not (tmp_path / "statechart.db").exists()
+
+
+def test_a_garbled_store_is_named_in_the_error(tmp_path: Path) -> None:
+    (tmp_path / "broken.db").write_bytes(b"this is not a database" * 100)
+    for args in (("runs",), ("show", "r-1"), ("run", AGENT, "--input", TICKET)):
+        done = run_cli(tmp_path, *args, "--db", "broken.db", code=ERROR)
+        assert done.stderr.startswith("error: ") and "broken.db" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_hints_are_shell_quoted(tmp_path: Path) -> None:
+    """A run id holding quotes and a semicolon is printed quoted: pasting the printed
+    command approves that run and runs nothing else."""
+    weird = "r'1; touch pwned"
+    out = run_cli(tmp_path, "run", AGENT, "--input", TICKET, "--run-id", weird, code=WAITING)
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("approve: ")]
+    argv = shlex.split(line.removeprefix("approve: "))
+    assert argv[:3] == ["statechart", "approve", weird]
+    done = subprocess.run(
+        ["bash", "-c", line.removeprefix("approve: ").replace("statechart", "$SC", 1)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**cli_env(), "SC": f"{sys.executable} -m statechart.cli"},
+        timeout=120,
+    )
+    assert done.returncode == OK, done.stderr
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_exit_codes_tell_done_waiting_failed_and_cancelled_apart(tmp_path: Path) -> None:
+    waiting = started(tmp_path)
+    assert cli(tmp_path, "resume", waiting, code=WAITING).stdout.count("waiting in") == 1
+    cli(tmp_path, "cancel", waiting, "--reason", "duplicate", code=OK)
+    assert "ended in 'cancelled'" in cli(tmp_path, "resume", waiting, code=CANCELLED).stdout
+    other = started(tmp_path)
+    cli(tmp_path, "approve", other, code=OK)
+    assert "ended in 'done'" in cli(tmp_path, "resume", other, code=OK).stdout
+
+
+PYTHON_STARTED = """
+import anyio
+from statechart import Budget, Chart, Edge, FunctionModel, SQLiteStore, State, call, reply
+from statechart import run_to_end, start, tool
+
+
+@tool(retry="never", needs_approval=True)
+def send(text: str) -> str:
+    \"\"\"Send it.\"\"\"
+    return "sent"
+
+
+def make():
+    return Chart(
+        NAME,
+        states=(
+            State("write", tools=(send,), instructions="Write, send, finish."),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("write", "done"),),
+        budget=Budget(max_steps=20),
+    )
+
+
+def policy(request):
+    sent = any(m.role == "tool" for m in request.transcript)
+    return reply(call("next_state", target="done") if sent else call("send", text="hi"))
+
+
+def demo_model():
+    return FunctionModel(policy, spec="demo:none")
+
+
+async def main(chart):
+    store = SQLiteStore("statechart.db")
+    run = await start(chart, store=store, model=demo_model())
+    run = await run_to_end(chart, run, store=store, model=demo_model())
+    print(run.run_id, run.status)
+"""
+MODULE_LEVEL = (
+    "\nNAME = 'made'\nchart = make()\nif __name__ == '__main__':\n    anyio.run(main, chart)\n"
+)
+IN_A_FUNCTION = "\nNAME = 'made'\nif __name__ == '__main__':\n    anyio.run(main, make())\n"
+
+
+@pytest.mark.parametrize("tail", [MODULE_LEVEL, IN_A_FUNCTION], ids=["module", "function"])
+def test_a_run_started_from_python_can_be_driven_from_the_cli(tmp_path: Path, tail: str) -> None:
+    """A chart defined at module level records where it came from, so the CLI can approve a
+    run Python started; one built inside a function needs --chart, checked by version."""
+    (tmp_path / "script.py").write_text(PYTHON_STARTED + tail)
+    (tmp_path / "other.py").write_text(PYTHON_STARTED + tail.replace("'made'", "'other'"))
+    started_by_python = subprocess.run(
+        [sys.executable, "script.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+    )
+    assert started_by_python.returncode == 0, started_by_python.stderr
+    run_id, status = started_by_python.stdout.split()
+    assert status == "waiting"
+    if tail is IN_A_FUNCTION:
+        done = cli(tmp_path, "approve", run_id, code=ERROR)
+        assert "--chart PATH.py:NAME" in done.stderr
+        wrong = cli(tmp_path, "approve", run_id, "--chart", "other.py:make", code=ERROR)
+        assert "version" in wrong.stderr and "'other'" in wrong.stderr
+        done = cli(tmp_path, "approve", run_id, "--chart", "script.py:make", code=OK)
+    else:
+        done = cli(tmp_path, "approve", run_id, code=OK)
+    assert f"run {run_id}: ended in 'done'" in done.stdout
+    child = cli(tmp_path, "fork", run_id, "--at", "2", code=OK).stdout.split()[1]
+    assert "waiting in 'write.approve'" in cli(tmp_path, "resume", child, code=WAITING).stdout
+
+
+def _on_a_terminal(cwd: Path, *args: str, **env: str) -> str:
+    """What `statechart ARGS` writes to a pseudo-terminal (as a person at a shell sees it)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statechart.cli", *args],
+        cwd=cwd,
+        stdout=follower,
+        stderr=follower,
+        env={**cli_env(), "TERM": "xterm-256color", **env},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=120)
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def test_colour_on_a_terminal_none_when_piped_or_no_color(tmp_path: Path) -> None:
+    run_id = started(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "environ", env)
+        coloured = _on_a_terminal(tmp_path, "resume", run_id)
+        plain = _on_a_terminal(tmp_path, "resume", run_id, NO_COLOR="1")
+    assert "\x1b[" in coloured and "waiting in 'send.approve'" in coloured
+    assert "\x1b[" not in plain and "waiting in 'send.approve'" in plain
+    piped = cli(tmp_path, "resume", run_id, code=WAITING)
+    assert "\x1b[" not in piped.stdout + piped.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import DESK, ORDER, run_cli, waiting_id
+from tests.support.cli import DESK, FAILED, ORDER, WAITING, run_cli, waiting_id
 
 FAILING = """
 from statechart import Budget, Chart, Edge, FunctionModel, State
@@ -29,7 +29,7 @@ def test_show_json_keeps_the_reason_of_an_escalation_with_an_error(tmp_path: Pat
     """`show --json` keeps an escalation's reason (the sentence `run` printed live) next to
     its error, instead of folding both into one note."""
     (tmp_path / "failing.py").write_text(FAILING)
-    out = run_cli(tmp_path, "run", "failing.py:chart").stdout
+    out = run_cli(tmp_path, "run", "failing.py:chart", code=FAILED).stdout
     assert "handler of code state 'check'" in out  # the live progress line has it
     run_id = out.split()[1]
     events = json.loads(run_cli(tmp_path, "show", run_id, "--json").stdout)["events"]
@@ -39,7 +39,7 @@ def test_show_json_keeps_the_reason_of_an_escalation_with_an_error(tmp_path: Pat
 def test_show_keeps_an_approvers_edit(tmp_path: Path) -> None:
     """An approver's edit (the refund lowered to 1,500 cents) shows in `show` and in
     `show --json` on the human event."""
-    desk = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout)
+    desk = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER, code=WAITING).stdout)
     run_cli(tmp_path, "approve", desk, "--edit", '{"amount_cents": 1500}')
     events = json.loads(run_cli(tmp_path, "show", desk, "--json").stdout)["events"]
     (human,) = [e for e in events if e["actor"] == "human"]

@@ -24,6 +24,7 @@ import pytest
 from statechart import SQLiteStore
 from statechart.engine import compiled
 from statechart.engine.replay import replay
+from tests.support.cli import AGENT, TICKET, WAITING, cli_env, run_cli, waiting_id
 from tests.support.crash_refund import POLICIES, Bank, Zygote, refund_chart
 
 ITERATIONS = int(os.environ.get("STATECHART_CRASH_ITERATIONS", "1"))
@@ -304,3 +305,29 @@ def test_a_driver_killed_after_an_approval_leaves_the_call_in_doubt_again(
     assert drive()["state"] == "done"
     found = check(campaign)
     assert found["duplicates"] == 0 and found["asked"] == 2, found
+
+
+def test_a_kill_between_storing_the_chart_and_the_run_leaves_nothing_unresumable(
+    tmp_path: Path,
+) -> None:
+    """`statechart run` writes where the chart came from before it creates the run: killed
+    between the two (fail-point `cli.run.chart_saved`), it leaves no run that no command
+    could resume, and the next `run` goes through."""
+    killed = run_cli(
+        tmp_path,
+        "run",
+        AGENT,
+        "--input",
+        TICKET,
+        code=None,
+        environ=cli_env(STATECHART_FAILPOINT="cli.run.chart_saved"),
+    )
+    assert killed.returncode == -9, killed.stderr
+    db = sqlite3.connect(tmp_path / "statechart.db")
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    (source,) = db.execute("SELECT source FROM charts").fetchone()
+    assert source.endswith("agents/support_triage.py:chart")
+    db.close()
+    again = run_cli(tmp_path, "run", AGENT, "--input", TICKET, code=WAITING)
+    run_id = waiting_id(again.stdout)
+    assert "ended in 'done'" in run_cli(tmp_path, "approve", run_id).stdout

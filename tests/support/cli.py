@@ -32,13 +32,17 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {**out, "PYTHONPATH": str(ROOT), **extra}
 
 
+OK, ERROR, USAGE, WAITING, FAILED, CANCELLED = 0, 1, 2, 3, 4, 5
+"""The exit codes of docs/cli.md, spelled out here so a change to them fails the tests."""
+
+
 def run_cli(
     cwd: Path,
     *args: str,
-    ok: bool = True,
+    code: int | None = OK,
     environ: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`statechart ARGS` in `cwd`; with `ok`, it must exit 0."""
+    """`statechart ARGS` in `cwd`; it must exit with `code` (None: the caller checks)."""
     done = subprocess.run(
         [sys.executable, "-m", "statechart.cli", *args],
         cwd=cwd,
@@ -47,8 +51,8 @@ def run_cli(
         timeout=120,
         env=environ if environ is not None else cli_env(),
     )
-    if ok:
-        assert done.returncode == 0, done.stderr
+    if code is not None:
+        assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     return done
 
 
