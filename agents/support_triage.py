@@ -258,7 +258,7 @@ async def main(db: str = "statechart.db") -> None:
         called = e.call.name if e.call else ", ".join(c.name for c in e.calls)
         note = e.refused or e.reason or called
         print(f"{e.seq:>3}  {e.actor:<6} {move:<44} {note}")
-    spent = run.ledger[""]
+    spent = run.ledger["root"]
     print(
         f"outcome: {run.state} ({run.status}); steps {spent.steps}, model calls "
         f"{spent.model_calls}, tokens {spent.tokens}, cost ${spent.cost_micros / 1e6:.6f}"

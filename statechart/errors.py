@@ -92,6 +92,10 @@ class RunError(StatechartError):
     """A run cannot do what was asked in its present state."""
 
 
+class UnpricedModelError(RunError):
+    """A strict cost cap cannot be kept: the model has no price to bound a call's cost."""
+
+
 class RunNotFoundError(RunError):
     """The store holds no run with this id."""
 

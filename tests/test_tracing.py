@@ -390,10 +390,10 @@ def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
     assert [s.name for s in exhausted] == ["transition work.think -> escalated"]
     (last,) = exhausted
     assert last.event(t.EXHAUSTED).attributes == {
-        "which": ":tool_calls",
-        "reason": "budget exhausted at :tool_calls; routed to 'escalated'",
+        "which": "root:tool_calls",
+        "reason": "budget exhausted at root:tool_calls; routed to 'escalated'",
     }
-    assert last.attributes[t.EXHAUSTED] == ":tool_calls"
+    assert last.attributes[t.EXHAUSTED] == "root:tool_calls"
     assert last.attributes["statechart.budget.root.tool_calls.spent"] == 1
     assert last.attributes["statechart.budget.root.tool_calls.left"] == 0
     assert [n for n, s in steps.items() if s.events] == [2, 5]

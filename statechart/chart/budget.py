@@ -28,6 +28,16 @@ class Budget:
     max_tokens: int | None = None
     max_cost_micros: int | None = None
     max_wall_seconds: float | None = None
+    strict: bool = False
+    """Never pass a token or cost cap of this level: each model call's `max_tokens` is
+    lowered so its worst case fits, and a call whose worst case cannot fit is not made
+    (see docs/concepts.md, "Hard caps")."""
+
+    def __repr__(self) -> str:
+        """The dataclass repr, with `strict` only when set: `Chart.version` hashes it, so a
+        chart written before `strict` existed keeps its version."""
+        shown = [f for f in self.__dataclass_fields__ if f != "strict" or self.strict]
+        return f"Budget({', '.join(f'{f}={getattr(self, f)!r}' for f in shown)})"
 
     def caps(self) -> dict[str, int]:
         """The caps that are set, keyed like `Spent` fields (`wall_ms` in milliseconds)."""
@@ -54,5 +64,9 @@ class Budget:
                 return a
             return min(a, b)
 
-        vals = {f: tight(getattr(self, f), getattr(other, f)) for f in self.__dataclass_fields__}
-        return Budget(**vals)  # type: ignore[arg-type]
+        vals = {
+            f: tight(getattr(self, f), getattr(other, f))
+            for f in self.__dataclass_fields__
+            if f != "strict"
+        }
+        return Budget(**vals, strict=self.strict or other.strict)  # type: ignore[arg-type]

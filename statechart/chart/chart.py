@@ -34,7 +34,27 @@ class EmptyContext(BaseModel):
 
 @dataclass(frozen=True)
 class Facts:
-    """What a guard may look at: structured facts, never a model call."""
+    """What a guard is given: the move's structured facts, never a model call.
+
+    A guard returns None or True to allow the move, a reason string (or False) to refuse
+    it: a model hears the reason as its `next_state` call's result; a code state escalates.
+
+    Example:
+        ```python
+        from statechart import Edge, Facts
+
+
+        def checked_twice(facts: Facts) -> str | None:
+            if not facts.context.answer:  # the answer this move writes counts
+                return "write an answer first"
+            if facts.run.visits.get(facts.source, 0) < 2:
+                return "check the answer once more"
+            return None
+
+
+        edge = Edge("research", "done", guard=checked_twice)
+        ```
+    """
 
     context: BaseModel
     """The typed context, with the proposed move's patch applied."""
@@ -52,11 +72,38 @@ Guard = Callable[[Facts], bool | str | None]
 
 @dataclass(frozen=True)
 class Decision:
-    """What a code state's handler decided: where to go and what to write."""
+    """What a code state's handler returns: where to go and what to write.
+
+    A handler may return a bare target name instead when it writes nothing.
+
+    Example:
+        ```python
+        from pydantic import BaseModel
+
+        from statechart import Decision, State
+
+
+        class Ctx(BaseModel):
+            amount: int = 0
+            approved: bool = False
+
+
+        async def triage(ctx: Ctx) -> Decision:
+            if ctx.amount > 100:
+                return Decision("review", reason="over the auto-approve limit")
+            return Decision("pay", patch={"approved": True})
+
+
+        state = State("triage", kind="code", handler=triage, writes=("approved",))
+        ```
+    """
 
     target: str
+    """The state to go to: a name in the same chart, with an edge from the code state."""
     patch: Mapping[str, Any] = field(default_factory=dict)
+    """Context fields to write; each must be in the state's `writes`."""
     reason: str = ""
+    """Why, written into the transition's event."""
 
 
 Handler = Callable[[Any], Awaitable[Decision | str]]
@@ -67,10 +114,31 @@ ResumeHook = Callable[[Any], Awaitable[Mapping[str, Any]]]
 
 @dataclass(frozen=True)
 class Edge:
-    """A legal move `source -> target` within one chart, optionally guarded and capped."""
+    """A legal move `source -> target` within one chart, optionally guarded and capped.
+
+    `escalated` needs no edge: every non-terminal state may go there.
+
+    Example:
+        ```python
+        from statechart import Edge, Facts
+
+
+        def has_answer(facts: Facts) -> str | None:
+            return None if facts.context.answer else "write an answer first"
+
+
+        edges = (
+            Edge("research", "review", guard=has_answer),
+            Edge("review", "research", max_traversals=2),  # two rounds of revision at most
+            Edge("review", "done"),
+        )
+        ```
+    """
 
     source: str
+    """Name of the state the move leaves, in this chart."""
     target: str
+    """Name of the state the move enters, in this chart."""
     guard: Guard | None = None
     """Allows or refuses the move from structured facts."""
     max_traversals: int | None = None
@@ -90,19 +158,50 @@ class State:
     - ``code``: the async `handler` returns a `Decision`.
     - ``chart``: hosts the sub-chart built by `chart`; `exits` maps its terminals here.
     - ``approval``: waits for a human; `approve` goes to `on_approve`, `reject` to `on_reject`.
-    - ``terminal``: the run (or the sub-chart) ends here.
+    - ``terminal``: the run (or the sub-chart) ends here; `outcome="failure"` marks a failure.
+
+    A model state with no `max_iterations` gets 10.
+
+    Example:
+        ```python
+        from pydantic import BaseModel
+
+        from statechart import Decision, State
+
+
+        class Ctx(BaseModel):
+            amount: int = 0
+
+
+        async def triage(ctx: Ctx) -> Decision:
+            return Decision("review" if ctx.amount > 100 else "pay")
+
+
+        states = (
+            State("triage", kind="code", handler=triage),
+            State("review", kind="approval", on_approve="pay", on_reject="failed"),
+            State("pay", instructions="Pay the refund.", reads=("amount",)),
+            State("done", kind="terminal"),
+            State("failed", kind="terminal", outcome="failure"),
+        )
+        assert states[2].max_iterations == 10
+        ```
     """
 
     name: str
+    """Unique in its chart: letters, digits, `_` or `-`, starting with a letter."""
     kind: StateKind = "model"
+    """Who decides the way out: `model`, `code`, `chart`, `approval` or `terminal`."""
     instructions: str = ""
     """What the model is told in this state."""
     tools: tuple[Tool, ...] = ()
+    """What the model may call here besides `next_state` (built with `tool`)."""
     reads: tuple[str, ...] = ()
     """Context fields the state sees."""
     writes: tuple[str, ...] = ()
     """Context fields the state may change (typed arguments of `next_state`)."""
     handler: Handler | None = None
+    """For `kind="code"`: async, takes the typed context, returns a `Decision` or a target."""
     chart: Callable[[], Chart] | None = None
     """Factory of the sub-chart, for `kind="chart"`."""
     exits: Mapping[str, str] = field(default_factory=dict)
@@ -114,10 +213,13 @@ class State:
     max_calls: Mapping[str, int] = field(default_factory=dict)
     """Per-tool call caps per visit, e.g. `{"search_kb": 3}`."""
     budget: Budget | None = None
+    """Caps for this state, summed over all its visits; spent, it goes to `on_exhausted`."""
     on_exhausted: str = ESCALATED
     """Where the state goes when its budget or iteration cap runs out."""
     on_approve: str | None = None
+    """For `kind="approval"`: the state `approve()` moves the run to."""
     on_reject: str | None = None
+    """For `kind="approval"`: the state `reject()` moves the run to."""
     on_resume: ResumeHook | None = None
     """Refreshes the context from the world when a stored run resumes here."""
     max_tokens: int | None = None
@@ -142,15 +244,39 @@ class State:
 
 @dataclass(frozen=True)
 class Chart:
-    """An immutable, validated chart. `escalated` and `exhausted` terminals are implicit."""
+    """An agent's definition: states and the edges between them, validated when built.
+
+    The `escalated` and `exhausted` terminals are implicit; a chart run as the root
+    needs `budget=Budget(max_steps=...)`.
+
+    Example:
+        ```python
+        from statechart import Budget, Chart, Edge, State
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Greet, then finish."),
+                    State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        assert chart.initial == "greet"
+        assert [s.name for s in chart.states] == ["greet", "done", "escalated", "exhausted"]
+        ```
+    """
 
     name: str
+    """Names the chart in runs, traces and error messages."""
     states: tuple[State, ...]
+    """Its states; the implicit `escalated` and `exhausted` terminals are added."""
     edges: tuple[Edge, ...] = ()
+    """The legal moves between its states."""
     initial: str | None = None
     """The first state; defaults to the first one listed."""
     context: type[BaseModel] = EmptyContext
+    """The pydantic model of the run's context; a sub-chart's names the fields it uses."""
     budget: Budget | None = None
+    """Caps for the whole chart; the root's must set `max_steps` (checked when it runs)."""
     on_exhausted: str = ESCALATED
     """Where the root chart goes when its budget runs out (must be terminal)."""
     _compiled: Any = field(default=None, init=False, repr=False, compare=False)

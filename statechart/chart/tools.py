@@ -31,7 +31,28 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 @dataclass(frozen=True)
 class Tool:
-    """A callable the model may ask for, with what the runtime needs to run it safely."""
+    """A callable the model may ask for, with what the runtime needs to run it safely.
+
+    Build one with the `tool` decorator rather than by hand: it derives `args_model`,
+    `schema` and `description` from the function.
+
+    Example:
+        ```python
+        import anyio
+
+        from statechart import Tool, tool
+
+
+        @tool(retry="safe")
+        def search_kb(query: str, limit: int = 3) -> str:
+            "Search the knowledge base."
+            return f"{limit} articles about {query}"
+
+
+        assert isinstance(search_kb, Tool) and search_kb.schema["required"] == ["query"]
+        assert anyio.run(search_kb.invoke, {"query": "refunds"}) == "3 articles about refunds"
+        ```
+    """
 
     name: str
     """The name the model calls it by."""
@@ -122,12 +143,25 @@ def tool(
 
     A tool with neither a docstring nor `description=` builds with a `ChartWarning`.
 
-    Example::
+    Example:
+        ```python
+        from statechart import tool
+
 
         @tool(retry="safe")
         async def search_kb(query: str, limit: int = 3) -> str:
             "Search the knowledge base."
-            ...
+            return "KB-12: refunds take 5 days."
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order; the payments API ignores a repeated key."
+            return f"refunded {amount} on {order}"
+
+
+        assert "idempotency_key" not in refund.schema["properties"]  # the runtime passes it
+        ```
     """
     if retry not in RETRY_POLICIES:
         raise ToolDefinitionError(

@@ -34,6 +34,11 @@ NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 def validate(chart: Chart) -> None:
     """Raise the first problem found in `chart` (and its sub-charts, built here)."""
     _check_names(chart)
+    if all(s.name in IMPLICIT for s in chart.states):
+        raise ChartError(
+            f"chart '{chart.name}' has no states; give it states=(State(...), ...), at least "
+            "one to start in and a terminal to end in"
+        )
     states = {s.name: s for s in chart.states}
     if chart.initial not in states:
         raise UnknownTargetError(

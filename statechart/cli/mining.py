@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,12 +20,27 @@ from statechart.mining.matrix import (
     state_visits,
 )
 from statechart.mining.propose import propose
-from statechart.mining.render import drift_report, mined_mermaid, mined_report, shadow_report
+from statechart.mining.render import (
+    drift_json,
+    drift_report,
+    mined_json,
+    mined_mermaid,
+    mined_report,
+    shadow_json,
+    shadow_report,
+)
 from statechart.mining.shadow import shadow_refusals
 from statechart.mining.traces import Trace, read_jsonl, read_store
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 By = Annotated[str, typer.Option("--by", help="Label steps by 'label' (tool:outcome) or 'tool'.")]
+
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print the same facts as one JSON document.")]
+
+
+def _echo_json(doc: dict[str, Any]) -> None:
+    typer.echo(json.dumps(doc, indent=2, allow_nan=False))
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -62,7 +78,9 @@ def mine_command(
     repeat_limit: Annotated[
         int, typer.Option("--repeat-limit", help="Flag runs where a tool repeats more than this.")
     ] = DEFAULT_REPEAT_LIMIT,
-    top: Annotated[int, typer.Option(help="Transitions shown (0: all).")] = 30,
+    top: Annotated[
+        int, typer.Option(help="Transitions shown in the table (0: all; --json has all).")
+    ] = 30,
     mermaid: Annotated[bool, typer.Option("--mermaid", help="Draw the mined graph.")] = False,
     out: Annotated[
         Path | None, typer.Option("--propose", help="Write a draft chart (Python) to this file.")
@@ -75,6 +93,7 @@ def mine_command(
         bool,
         typer.Option("--shadow", help="Report what shadow runs in --db would have been refused."),
     ] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Mine recorded runs. Example: statechart mine traces.jsonl --propose draft.py"""
 
@@ -83,14 +102,21 @@ def mine_command(
             raise LoadError("give exactly one source: a JSONL file, or --db PATH")
         source = file if file is not None else db
         assert source is not None
+        if as_json and (mermaid or out is not None):
+            other = "--mermaid" if mermaid else "--propose"
+            raise LoadError(f"--json prints the tables' facts; it does not go with {other}")
         if shadow:
             if db is None:
                 raise LoadError("--shadow reads shadow runs from a store: pass --db PATH")
             store = _existing(db)
             try:
-                typer.echo(shadow_report(await shadow_refusals(store, chart=chart)))
+                found = await shadow_refusals(store, chart=chart)
             finally:
                 store.close()
+            if as_json:
+                _echo_json(shadow_json(found))
+            else:
+                typer.echo(shadow_report(found))
             return
         traces = await _traces(source, chart, db=db is not None)
         if not traces:
@@ -101,7 +127,13 @@ def mine_command(
                 "draft, or the traces): pass --force, or another file name"
             )
         if out is not None:
-            draft = propose(traces, name=name, threshold=threshold, repeat_limit=repeat_limit)
+            draft = propose(
+                traces,
+                name=name,
+                threshold=threshold,
+                repeat_limit=repeat_limit,
+                where=str(source),
+            )
             out.write_text(draft.source, encoding="utf-8")
             typer.echo(
                 f"wrote {out}: {len(draft.phases)} states from {len(traces)} runs, "
@@ -114,7 +146,10 @@ def mine_command(
             typer.echo(mined_mermaid(mined))
             return
         states = state_visits(traces) if db is not None else {}
-        typer.echo(mined_report(mined, top=top, states=states))
+        if as_json:
+            _echo_json(mined_json(mined, states=states))
+        else:
+            typer.echo(mined_report(mined, top=top, states=states))
 
     _run(go)
 
@@ -125,12 +160,19 @@ def drift_command(
     after: Annotated[Path, typer.Argument(help="Runs after the change (JSONL or store).")],
     by: By = "label",
     alpha: Annotated[float, typer.Option(help="Flag below this Holm-adjusted p.")] = DEFAULT_ALPHA,
-    all_edges: Annotated[bool, typer.Option("--all", help="List every edge.")] = False,
+    all_edges: Annotated[
+        bool, typer.Option("--all", help="List every edge (--json always does).")
+    ] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Compare two sets of runs. Example: statechart drift before.jsonl after.jsonl"""
 
     async def go() -> None:
         a, b = await _traces(before), await _traces(after)
-        typer.echo(drift_report(drift(a, b, by=by, alpha=alpha), all_edges=all_edges))
+        found = drift(a, b, by=by, alpha=alpha)
+        if as_json:
+            _echo_json(drift_json(found))
+        else:
+            typer.echo(drift_report(found, all_edges=all_edges))
 
     _run(go)

@@ -56,7 +56,7 @@ def _progress(record: Step, chart: Chart) -> None:
             f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
             for kind, cap in level.caps.items()
         )
-        parts.append(f"{level.path}: {caps}" if level.path else caps)
+        parts.append(f"{level.path}: {caps}")
     note = e.refused or e.reason or ""
     budget = " | ".join(parts)
     typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note else ""))

@@ -31,6 +31,7 @@ from statechart.engine.effects import (
 from statechart.engine.moves import checked_patch, commit, drop_queue, try_move
 from statechart.engine.prompt import model_view
 from statechart.engine.routing import escalate, route_exhausted
+from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
 from statechart.records.messages import Message, Reply
@@ -50,7 +51,7 @@ def advance(
     """Fold the outcome of `effect` into the next run and its event."""
     wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
     if isinstance(effect, CallModel):
-        return _after_model(compiled_chart, run, outcome, now, wall)
+        return _after_model(compiled_chart, run, outcome, now, wall, effect.worst)
     if isinstance(effect, RunTool):
         return _after_tool(compiled_chart, run, effect, outcome, now, wall)
     if isinstance(effect, RunHandler):
@@ -77,7 +78,12 @@ def advance(
 
 
 def _after_model(
-    compiled_chart: CompiledChart, run: Run, outcome: Any, now: float, wall: Spent
+    compiled_chart: CompiledChart,
+    run: Run,
+    outcome: Any,
+    now: float,
+    wall: Spent,
+    worst: Worst | None = None,
 ) -> Step:
     assert run.visit is not None
     visit = evolve(run.visit, {"iterations": run.visit.iterations + 1})
@@ -106,6 +112,19 @@ def _after_model(
         wall_ms=wall.wall_ms,
     )
     said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
+    marks: dict[str, Any] = {"usage_missing": True} if u.missing else {}
+    update: dict[str, Any] = {"visit": visit}
+    over = breach(worst, u) if worst is not None else None
+    if worst is not None and over is not None:
+        update["breached"] = breached(compiled_chart, run, run.state, over)
+        level = strict_levels(compiled_chart, run.state)[0].path
+        marks["breach"] = f"{level}:{over}"
+        marks["reason"] = (
+            f"the reply used {u.input_tokens} input and {u.output_tokens} output tokens "
+            f"({u.cost_micros} micro-dollars), more than the worst case of its strict caps "
+            f"({worst.input_tokens} estimated input, max_tokens {worst.max_tokens}); "
+            f"level '{level}' is spent"
+        )
     if not reply.tool_calls:
         why = (
             f"your reply in state '{visit.state}' called no tool; every reply must call one "
@@ -123,7 +142,8 @@ def _after_model(
             refused=why,
             result=why,
             messages=(said, nudge),
-            update={"visit": visit},
+            update=update,
+            **marks,
         )
     view = model_view(compiled_chart, visit.state)
     queued, answered = queued_and_answered(
@@ -141,7 +161,8 @@ def _after_model(
         actor="model",
         calls=reply.tool_calls,
         messages=(said, *extra),
-        update={"visit": visit, "pending": queue},
+        update={**update, "pending": queue},
+        **marks,
     )
 
 

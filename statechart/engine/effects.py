@@ -21,6 +21,7 @@ from statechart.engine.moves import typed_context
 from statechart.engine.prompt import build_request, model_view
 from statechart.engine.reasons import NEXT_STATE_TOO_SOON, NOT_EXECUTED, not_executed
 from statechart.engine.session import Session
+from statechart.engine.strict import Worst, fit
 from statechart.engine.tables import CompiledChart
 from statechart.records.messages import Request, ToolCall
 from statechart.records.run import Run, Visit
@@ -34,6 +35,8 @@ class CallModel:
     """Ask the model; the outcome is a `Reply` or the exception it raised."""
 
     request: Request
+    worst: Worst | None = None
+    """Under strict caps: the most the call may use (more is a breach)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,11 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
         if visit.iterations >= cap:
             return Exhaust(f"{visit.state}:iterations")
         final = visit.iterations == cap - 1
-        return CallModel(build_request(compiled_chart, run, session.transcript, final=final))
+        request = build_request(compiled_chart, run, session.transcript, final=final)
+        fitted = fit(compiled_chart, run, request, session.price)
+        if isinstance(fitted, str):
+            return Exhaust(fitted)
+        return CallModel(*fitted)
     if leaf.endswith(".act"):
         return _plan_call(compiled_chart, run, session)
     node = compiled_chart.nodes[leaf]
@@ -180,6 +187,8 @@ def first_exhausted(
         for kind, cap in level.hard if hard_only else level.all:
             if spent_of(spent, kind) >= cap:
                 return f"{level.path}:{kind}"
+        if run.breached and not hard_only and level.path in run.breached:
+            return f"{level.path}:{run.breached[level.path]}"
     return None
 
 

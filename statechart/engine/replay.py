@@ -13,6 +13,7 @@ from typing import Any
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
 from statechart.engine.reasons import waiting_for_approval
+from statechart.engine.strict import breached
 from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
 
@@ -44,6 +45,8 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
         u["context"] = {**run.context, **e.patch}
     if e.model is not None:
         u["model"] = e.model
+    if e.breach is not None:
+        u["breached"] = breached(compiled_chart, run, e.source, e.breach.rsplit(":", 1)[1])
     moved = bool(e.entered or e.exited)
     u["pending"] = _pending(compiled_chart, run, e, moved)
     if e.trigger == "takeover" and e.call is not None:

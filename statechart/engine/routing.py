@@ -6,7 +6,7 @@ Routing to an exhaustion target is free; an escalation charges its step.
 
 from __future__ import annotations
 
-from statechart.chart.names import ESCALATED
+from statechart.chart.names import ESCALATED, ROOT
 from statechart.engine.moves import commit, drop_queue
 from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.tables import CompiledChart, Move, exhaust, go
@@ -20,8 +20,8 @@ def route_exhausted(
     """Route a run whose level ran out (`level:kind`) to that level's target; a free step."""
     level = which.rsplit(":", 1)[0]
     trigger, note = exhaust(level), ""
-    if level and run.routed > 2 * len(compiled_chart.levels) + 2:
-        trigger, note = exhaust(""), "; routing went round in a loop"
+    if level != ROOT and run.routed > 2 * len(compiled_chart.levels) + 2:
+        trigger, note = exhaust(ROOT), "; routing went round in a loop"
     t = compiled_chart.resolve(run.state, trigger)
     assert t is not None, (run.state, which)
     move = compiled_chart.move(run.state, t)
@@ -30,12 +30,12 @@ def route_exhausted(
         # Routing must not pass a visit cap: escalate at the routed level instead, and if
         # that passes a cap too, go to the root's target.
         note = f"; '{capped}' is at its max_visits"
-        for fallback in (go(compiled_chart.nodes[t.source].prefix + ESCALATED), exhaust("")):
+        for fallback in (go(compiled_chart.nodes[t.source].prefix + ESCALATED), exhaust(ROOT)):
             t = compiled_chart.resolve(run.state, fallback) or t
             move = compiled_chart.move(run.state, t)
             if _over_visits(compiled_chart, run, move) is None:
                 break
-    reason = f"budget exhausted at {which or 'root'}{note}; routed to '{move.leaf}'"
+    reason = f"budget exhausted at {which}{note}; routed to '{move.leaf}'"
     messages = drop_queue(run, dropped_head(run)) if run.pending else ()
     return commit(
         compiled_chart,

@@ -5,13 +5,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from statechart.records.estimate import Price
 from statechart.records.messages import Message, ToolCall
 from statechart.records.run import CheckedCall, Run, Step
 
 
 @dataclass
 class Session:
-    """The memory `plan()` reads beside the run, kept in line by `absorb()` after each step."""
+    """What a driver keeps in memory beside a run: the visit's transcript, the calls that ran.
+
+    `plan()` reads it and `absorb()` keeps it in line after each step. You need one only
+    to call `step()` yourself (`drive()` keeps its own); build it with
+    `load_session(store, run)`. `step()` stores nothing.
+
+    Example:
+        ```python
+        # in async code, with `chart`, `store`, `model` and a started `run`
+        session = await load_session(store, run)
+        while (record := await step(chart, run, model=model, session=session)) is not None:
+            session.absorb(run, record)  # the run before the step, and the step
+            run = record.run
+        ```
+    """
 
     transcript: list[Message] = field(default_factory=list)
     """The messages of the current visit of the current model state."""
@@ -21,6 +36,8 @@ class Session:
     """Wall time under a millisecond not yet charged, so many short steps still add up."""
     checked: CheckedCall | None = None
     """The validated arguments of the call whose intent the last step recorded."""
+    price: Price | None = None
+    """What the driving model costs, if known: strict cost caps price a call's worst case."""
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Edge, State
-from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, SUBSTATES
+from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, ROOT, SUBSTATES
 from statechart.chart.validate import validate_root
 from statechart.engine.machine import EXIT, MachinePair
 from statechart.errors import IllegalTransitionError
@@ -83,6 +83,8 @@ class Level:
     caps: dict[str, int]
     on_exhausted: str
     """Trigger fired (from anywhere below the level) when a cap is reached."""
+    strict: bool = False
+    """Its token and cost caps are never passed (`Budget.strict`)."""
 
     @cached_property
     def hard(self) -> tuple[tuple[str, int], ...]:
@@ -127,10 +129,12 @@ class CompiledChart:
             if "." not in path and node.state is not None and node.state.kind != "terminal":
                 self.transitions.append(Transition(CANCEL, path, CANCELLED))
         assert chart.budget is not None  # validate_root checked it
-        self.levels[""] = Level("", chart.budget.caps(), exhaust(""))
+        self.levels[ROOT] = Level(
+            ROOT, chart.budget.caps(), exhaust(ROOT), strict=chart.budget.strict
+        )
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
-                self.transitions.append(Transition(exhaust(""), path, chart.on_exhausted))
+                self.transitions.append(Transition(exhaust(ROOT), path, chart.on_exhausted))
         self.views: dict[str, ModelView] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
@@ -211,7 +215,7 @@ class CompiledChart:
         else:
             target = prefix + s.on_exhausted
         if budget is not None and budget.caps():
-            self.levels[path] = Level(path, budget.caps(), exhaust(path))
+            self.levels[path] = Level(path, budget.caps(), exhaust(path), strict=budget.strict)
         if s.kind == "model" or path in self.levels:
             self.transitions.append(Transition(exhaust(path), path, target))
 
@@ -318,7 +322,7 @@ class CompiledChart:
         return {p: self._levels_for(p) for p in self.nodes}
 
     def _levels_for(self, leaf: str) -> tuple[Level, ...]:
-        found = [self.levels[""]]
+        found = [self.levels[ROOT]]
         for anc in reversed(self.ancestors(leaf)):
             if anc in self.levels:
                 found.append(self.levels[anc])

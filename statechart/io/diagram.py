@@ -6,36 +6,49 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from statechart.chart.chart import Chart
-from statechart.chart.names import IMPLICIT
+from statechart.chart.chart import Chart, State
+from statechart.chart.names import ESCALATED, EXHAUSTED, IMPLICIT
 from statechart.engine import compiled
 from statechart.records.run import Event, Run
 
 
 def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) -> str:
     """A `stateDiagram-v2` of `chart`; with `run`, its active states are highlighted and
-    each edge is labelled with how often the run took it."""
+    each edge is labelled with how often the run took it.
+
+    Besides the chart's edges and sub-chart exits, the routes the chart takes by itself are
+    drawn: an edge labelled `exhausted` from each state whose cap or budget routes it
+    somewhere other than the implicit escalation (`on_exhausted`). The implicit `escalated`
+    and `exhausted` terminals are drawn only when an edge of the drawing reaches them (an
+    edge, exit or route that names them, or the move a run took into them), with a dashed
+    outline; every state may escalate, and an edge from each would hide the chart.
+    """
     if run is not None and run.chart_version != chart.version:
         raise ValueError(
             f"run {run.run_id} is a run of chart '{run.chart}' version "
             f"{run.chart_version}, not of '{chart.name}' version {chart.version}"
         )
-    taken: Counter[str] = Counter(e.edge for e in events if e.edge)
     nodes = compiled(chart).nodes
     hosts = {p for p, n in nodes.items() if n.state is not None and n.state.kind == "chart"}
-    # a sub-chart's exit: the event left its host and entered a sibling (the mapped target)
-    taken.update(
-        f"{h}->{t}"
-        for e in events
-        for h in e.exited
-        if h in hosts
-        for t in e.entered
-        if t != h and _parent(t) == _parent(h)
-    )
+    taken = _Taken(Counter(e.edge for e in events if e.edge))
+    for e in events:
+        for h in e.exited:
+            for t in e.entered:
+                if t == h or _parent(t) != _parent(h):
+                    continue
+                if h in hosts:  # a sub-chart's exit: left its host for a sibling
+                    taken.exits[f"{h}->{t}", e.exhausted is not None] += 1
+                if e.edge is None:  # moved by the chart itself: a cap, or an escalation
+                    taken.routes[f"{h}->{t}", e.exhausted is not None] += 1
     visited = {p for e in events for p in e.entered} | ({run.state} if run else set())
     lines = ["stateDiagram-v2"]
-    _chart(lines, chart, "", 1, taken, visited)
+    implicit: list[str] = []
+    _chart(lines, chart, "", 1, taken, visited, implicit)
+    if implicit:
+        lines.append("  classDef implicit stroke-dasharray:4 4")
+        lines.append(f"  class {','.join(implicit)} implicit")
     if run is not None:
         active = [_id(p) for p in _active(chart, run.state)]
         lines.append("  classDef current fill:#fde68a,stroke:#b45309,stroke-width:2px")
@@ -44,57 +57,121 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class _Taken:
+    """What a run took, by `source->target` (full paths)."""
+
+    edges: Counter[str]
+    """User edges (and an approval's implicit edges), from `Event.edge`."""
+    exits: Counter[tuple[str, bool]] = field(default_factory=Counter)
+    """Sub-chart exits `host->target`, and whether a cap forced them."""
+    routes: Counter[tuple[str, bool]] = field(default_factory=Counter)
+    """Moves no edge made (caps, escalations) between siblings, and whether a cap forced
+    them."""
+
+
+def _exhausts(chart: Chart, s: State) -> bool:
+    """Whether running out routes `s` to its `on_exhausted`: a model state (its
+    `max_iterations`), a state with a budget, or a sub-chart whose `exhausted` terminal a
+    budget or one of its states routes to."""
+    if s.kind == "model":
+        return True
+    if s.budget is not None and s.budget.caps():
+        return s.kind != "terminal"
+    if s.kind != "chart":
+        return False
+    child = chart.children[s.name]
+    return (
+        bool(child.budget and child.budget.caps())
+        or any(x.on_exhausted == EXHAUSTED and _exhausts(child, x) for x in child.states)
+        or any(e.target == EXHAUSTED for e in child.edges)
+    )
+
+
+def _routed(chart: Chart, s: State) -> str | None:
+    """Where `s` goes when exhausted, if that is drawn: not the implicit escalation, and
+    for a sub-chart not already an exit it maps (`exits={"exhausted": ...}`)."""
+    if s.on_exhausted == ESCALATED or not _exhausts(chart, s):
+        return None
+    if s.kind == "chart" and EXHAUSTED in s.exits:
+        return None
+    return s.on_exhausted
+
+
 def _chart(
-    lines: list[str], chart: Chart, prefix: str, depth: int, taken: Counter[str], visited: set[str]
+    lines: list[str],
+    chart: Chart,
+    prefix: str,
+    depth: int,
+    taken: _Taken,
+    visited: set[str],
+    implicit: list[str],
 ) -> None:
     pad = "  " * depth
+    routed = {s.name: t for s in chart.states if (t := _routed(chart, s)) is not None}
     used = (
         {e.target for e in chart.edges}
-        | {chart.on_exhausted}
-        | {
-            t
-            for s in chart.states
-            for t in (*s.exits.values(), s.on_exhausted, s.on_approve, s.on_reject)
-            if t
-        }
+        | set(routed.values())
+        | ({chart.on_exhausted} - {ESCALATED} if not prefix else set())
+        | {t for s in chart.states for t in (*s.exits.values(), s.on_approve, s.on_reject) if t}
     )
+    drawn: set[tuple[str, str]] = set()
+
+    def edge(source: str, target: str, label: str) -> None:
+        drawn.add((source, target))
+        lines.append(
+            f"{pad}{_id(source)} --> {_id(target)}"
+            + (f" : {label.strip()}" if label.strip() else "")
+        )
+
     lines.append(f"{pad}[*] --> {_id(prefix + str(chart.initial))}")
+    terminals: list[str] = []
     for s in chart.states:
         path = prefix + s.name
-        if s.name in IMPLICIT and s.name not in used and not _seen(path, visited):
-            continue
+        if s.name in IMPLICIT:
+            if s.name not in used and not _seen(path, visited):
+                continue
+            terminals.append(path)
+            implicit.append(_id(path))
         sid = _id(path)
         if s.kind == "chart" and s.chart is not None:
             lines.append(f'{pad}state "{s.name}" as {sid} {{')
-            _chart(lines, chart.children[s.name], path + ".", depth + 1, taken, visited)
+            _chart(lines, chart.children[s.name], path + ".", depth + 1, taken, visited, implicit)
             lines.append(f"{pad}}}")
             for term, target in sorted(s.exits.items()):
-                n = taken.get(f"{path}->{prefix + target}", 0)
-                lines.append(f"{pad}{sid} --> {_id(prefix + target)} : exit {term}{_times(n)}")
-            continue
-        kind = "" if s.kind in ("model", "terminal") else f" ({s.kind})"
-        lines.append(f'{pad}state "{s.name}{kind}" as {sid}')
-        if s.kind == "terminal" and not prefix:
-            lines.append(f"{pad}{sid} --> [*]")
-        if s.kind == "approval":
-            declared = {e.target for e in chart.edges if e.source == s.name}
-            for verb, to in (("approve", s.on_approve), ("reject", s.on_reject)):
-                target = to or ""
-                if target and target not in declared:
-                    n = taken.get(f"{path}->{prefix + target}", 0)
-                    lines.append(f"{pad}{sid} --> {_id(prefix + target)} : {verb}{_times(n)}")
+                n = taken.exits[f"{path}->{prefix + target}", term == EXHAUSTED]
+                edge(path, prefix + target, f"exit {term}{_times(n)}")
+        else:
+            kind = "" if s.kind in ("model", "terminal") else f" ({s.kind})"
+            lines.append(f'{pad}state "{s.name}{kind}" as {sid}')
+            if s.kind == "terminal" and not prefix:
+                lines.append(f"{pad}{sid} --> [*]")
+            if s.kind == "approval":
+                declared = {e.target for e in chart.edges if e.source == s.name}
+                for verb, to in (("approve", s.on_approve), ("reject", s.on_reject)):
+                    target = to or ""
+                    if target and target not in declared:
+                        n = taken.edges[f"{path}->{prefix + target}"]
+                        edge(path, prefix + target, f"{verb}{_times(n)}")
+    for name, to in routed.items():
+        path, target = prefix + name, prefix + to
+        counts = taken.exits if chart.state_map[name].kind == "chart" else taken.routes
+        edge(path, target, f"exhausted{_times(counts[f'{path}->{target}', True])}")
     for e in chart.edges:
         notes = []
         if e.guard is not None:
             notes.append(f"[{getattr(e.guard, '__name__', 'guard')}]")
         if e.max_traversals is not None:
             notes.append(f"max {e.max_traversals}")
-        n = taken.get(f"{prefix + e.source}->{prefix + e.target}", 0)
-        label = " ".join(notes) + _times(n)
-        lines.append(
-            f"{pad}{_id(prefix + e.source)} --> {_id(prefix + e.target)}"
-            + (f" : {label.strip()}" if label.strip() else "")
-        )
+        n = taken.edges[f"{prefix + e.source}->{prefix + e.target}"]
+        edge(prefix + e.source, prefix + e.target, " ".join(notes) + _times(n))
+    # the moves the run took by a route no line above shows (an escalation, the root's
+    # budget running out): between two drawn states of this chart
+    shown = {prefix + s.name for s in chart.states if s.name not in IMPLICIT} | set(terminals)
+    for (move, forced), n in sorted(taken.routes.items()):
+        source, target = move.split("->", 1)
+        if source in shown and target in shown and (source, target) not in drawn:
+            edge(source, target, f"{'exhausted' if forced else 'escalated'}{_times(n)}")
 
 
 def _parent(path: str) -> str:

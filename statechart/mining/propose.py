@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, RESERVED
 from statechart.chart.tools import valid_tool_name
+from statechart.errors import TraceFormatError
 from statechart.mining.matrix import (
     DEFAULT_REPEAT_LIMIT,
     DEFAULT_THRESHOLD,
@@ -132,10 +133,19 @@ def propose(
     name: str = "mined",
     threshold: float = DEFAULT_THRESHOLD,
     repeat_limit: int = DEFAULT_REPEAT_LIMIT,
+    where: str = "traces",
 ) -> Proposal:
-    """A draft chart for `traces` (see the module docstring for the rules)."""
+    """A draft chart for `traces` (see the module docstring for the rules).
+
+    Raises `TraceFormatError` (its message starts with `where`, the file or store the
+    traces came from) when no trace made a tool call: a chart needs a state to propose.
+    """
     if not traces:
         raise ValueError("no runs to propose a chart from")
+    if not any(t.calls for t in traces):
+        raise TraceFormatError(
+            f"{where}: no tool calls in any trace; a proposal needs at least one"
+        )
     mined = mine(traces, threshold=threshold, repeat_limit=repeat_limit, by="tool")
     flagged = {r.run_id for r in mined.repeats} | {i for e in mined.rare for i in e.runs}
     common_runs = [t for t in traces if t.run_id not in flagged] or list(traces)

@@ -1,10 +1,13 @@
-"""Mined structure, shadow refusals and drift as plain-text tables and Mermaid."""
+"""Mined structure, shadow refusals and drift as plain-text tables, Mermaid and JSON."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from statechart.mining.drift import Drift
 from statechart.mining.matrix import Mined
@@ -33,8 +36,34 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     )
 
 
-def _ids(ids: Sequence[str], limit: int = 4) -> str:
-    return ", ".join(ids[:limit]) + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
+RUNS_WIDTH = 60
+"""The widest line of run ids in a table cell; longer lists go on to the next rows."""
+
+
+def wrapped_ids(ids: Sequence[str], width: int = RUNS_WIDTH) -> list[str]:
+    """Every id of `ids`, joined by `, ` on lines of at most `width` characters (an id
+    longer than that gets a line of its own); no id is left out."""
+    lines: list[str] = []
+    line = ""
+    for run_id in ids:
+        joined = f"{line}, {run_id}" if line else run_id
+        if line and len(joined) + 1 > width:
+            lines.append(line + ",")
+            line = run_id
+        else:
+            line = joined
+    return [*lines, line]
+
+
+def _rare_rows(m: Mined) -> list[tuple[object, ...]]:
+    """A row per rare edge, and a row with the other cells blank per further line of its
+    run ids."""
+    rows: list[tuple[object, ...]] = []
+    for e in m.rare:
+        first, *more = wrapped_ids(e.runs)
+        rows.append((e.source, e.target, e.count, e.total, f"{e.share:.2%}", first))
+        rows += [("", "", "", "", "", line) for line in more]
+    return rows
 
 
 def mined_report(
@@ -57,15 +86,7 @@ def mined_report(
         f"## Rare moves (under {m.threshold:.1%} of their source's moves)",
     ]
     out.append(
-        table(
-            ("from", "to", "count", "of", "share", "runs"),
-            [
-                (e.source, e.target, e.count, e.total, f"{e.share:.2%}", _ids(e.runs))
-                for e in m.rare
-            ],
-        )
-        if m.rare
-        else "none"
+        table(("from", "to", "count", "of", "share", "runs"), _rare_rows(m)) if m.rare else "none"
     )
     out += ["", f"## Runs where one tool ran more than {m.repeat_limit} times in a row"]
     out.append(
@@ -77,6 +98,53 @@ def mined_report(
     if states:
         out += ["", "## Visits per run to each chart state", _distribution(states)]
     return "\n".join(out)
+
+
+def mined_json(
+    m: Mined, *, states: Mapping[str, Mapping[int, int]] | None = None
+) -> dict[str, Any]:
+    """What `mined_report` shows, as JSON values: every transition (not only the top ones),
+    every rare edge with all the runs that took it, repeats, and visit distributions."""
+    return {
+        "runs": m.runs,
+        "calls": m.steps,
+        "by": m.by,
+        "threshold": m.threshold,
+        "repeat_limit": m.repeat_limit,
+        "transitions": [
+            {
+                "source": e.source,
+                "target": e.target,
+                "count": e.count,
+                "total": e.total,
+                "share": e.share,
+            }
+            for e in m.edges()
+        ],
+        "rare": [
+            {
+                "source": e.source,
+                "target": e.target,
+                "count": e.count,
+                "total": e.total,
+                "share": e.share,
+                "runs": list(e.runs),
+            }
+            for e in m.rare
+        ],
+        "repeats": [{"run_id": r.run_id, "tool": r.tool, "streak": r.streak} for r in m.repeats],
+        "visits": _distribution_json(m.visits),
+        "state_visits": _distribution_json(states or {}),
+    }
+
+
+def _distribution_json(d: Mapping[str, Mapping[int, int]]) -> dict[str, list[dict[str, int]]]:
+    return {k: [{"times": n, "runs": runs} for n, runs in v.items()] for k, v in d.items()}
+
+
+def _number(x: float) -> float | None:
+    """A float JSON can hold (NaN and infinities are not JSON)."""
+    return x if math.isfinite(x) else None
 
 
 def _distribution(d: Mapping[str, Mapping[int, int]]) -> str:
@@ -114,17 +182,30 @@ def _to(r: Refusal) -> str:
     return f"(call {r.tool})" if r.tool else "(end of the loop)"
 
 
+def _per_edge(
+    found: Mapping[str, Sequence[Refusal]],
+) -> tuple[Counter[tuple[str, str, str]], dict[tuple[str, str, str], list[str]]]:
+    """Refusals per (source, where to, kind), and the runs that had each, in run order."""
+    per_edge = Counter((r.source, _to(r), r.kind) for rs in found.values() for r in rs)
+    runs_of: dict[tuple[str, str, str], list[str]] = {}
+    for run_id, rs in found.items():
+        for r in rs:
+            ids = runs_of.setdefault((r.source, _to(r), r.kind), [])
+            if run_id not in ids:
+                ids.append(run_id)
+    return per_edge, runs_of
+
+
+def _per_guard(flat: Sequence[Refusal]) -> Counter[tuple[str, str]]:
+    return Counter((f"{r.source} -> {r.target}", r.reason) for r in flat if r.kind == "guard")
+
+
 def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:
     """Refusals per edge and per guard over shadow runs, and the runs that had any."""
     flat = [r for rs in found.values() for r in rs]
     flagged = [k for k, rs in found.items() if rs]
     out = [f"{len(found)} shadow runs, {len(flagged)} with refusals, {len(flat)} refusals", ""]
-    per_edge = Counter((r.source, _to(r), r.kind) for r in flat)
-    runs_of: dict[tuple[str, str, str], set[str]] = {}
-    for run_id, rs in found.items():
-        for r in rs:
-            key = (r.source, _to(r), r.kind)
-            runs_of.setdefault(key, set()).add(run_id)
+    per_edge, runs_of = _per_edge(found)
     out += [
         "## Refusals per edge",
         table(
@@ -134,7 +215,7 @@ def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:
         if flat
         else "none",
     ]
-    guards = Counter((f"{r.source} -> {r.target}", r.reason) for r in flat if r.kind == "guard")
+    guards = _per_guard(flat)
     out += [
         "",
         "## Refusals per guard",
@@ -152,6 +233,59 @@ def shadow_report(found: Mapping[str, Sequence[Refusal]]) -> str:
         else "none",
     ]
     return "\n".join(out)
+
+
+def shadow_json(found: Mapping[str, Sequence[Refusal]]) -> dict[str, Any]:
+    """What `shadow_report` shows, as JSON values, with every refusal of every run."""
+    flat = [r for rs in found.values() for r in rs]
+    per_edge, runs_of = _per_edge(found)
+    return {
+        "shadow_runs": len(found),
+        "refusals": len(flat),
+        "per_edge": [
+            {"source": s, "to": to, "kind": kind, "refusals": n, "runs": runs_of[(s, to, kind)]}
+            for (s, to, kind), n in per_edge.most_common()
+        ],
+        "per_guard": [
+            {"edge": edge, "reason": why, "refusals": n}
+            for (edge, why), n in _per_guard(flat).most_common()
+        ],
+        "runs_with_refusals": [
+            {"run_id": run_id, "refusals": [dataclasses.asdict(r) for r in rs]}
+            for run_id, rs in found.items()
+            if rs
+        ],
+    }
+
+
+def drift_json(d: Drift) -> dict[str, Any]:
+    """What `drift_report` shows, as JSON values: every edge and source (with `flagged`),
+    edges in order of their Holm-adjusted p."""
+    edges = sorted(d.edges, key=lambda e: e.p_holm)
+    return {
+        "runs_before": d.runs_before,
+        "runs_after": d.runs_after,
+        "alpha": d.alpha,
+        "edges": [
+            {
+                **dataclasses.asdict(e),
+                **{k: _number(getattr(e, k)) for k in ("rate_before", "rate_after", "g", "p")},
+                "p_holm": _number(e.p_holm),
+            }
+            for e in edges
+        ],
+        "sources": [
+            {
+                **dataclasses.asdict(s),
+                "g": _number(s.g),
+                "p": _number(s.p),
+                "p_holm": _number(s.p_holm),
+            }
+            for s in d.sources
+        ],
+        "appeared": [{"source": s, "target": t, "count": n} for s, t, n in d.appeared],
+        "vanished": [{"source": s, "target": t, "count": n} for s, t, n in d.vanished],
+    }
 
 
 def drift_report(d: Drift, *, all_edges: bool = False) -> str:

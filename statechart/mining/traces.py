@@ -54,7 +54,9 @@ class Trace:
 
 
 def parse_line(line: str, where: str, default_id: str) -> Trace:
-    """One JSONL line: a list of steps, or `{"run_id": ..., "steps": [...]}`."""
+    """One JSONL line: a list of steps (the run is named `default_id`), or an object
+    `{"run_id": ..., "steps": [...]}` (`"id"` is read when there is no `"run_id"`; with
+    neither, the run is named `default_id` too)."""
     try:
         value: Any = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -64,8 +66,15 @@ def parse_line(line: str, where: str, default_id: str) -> Trace:
         ) from None
     run_id = default_id
     if isinstance(value, dict):
-        run_id = str(value.get("run_id", default_id))
-        value = value.get("steps")
+        key = "run_id" if "run_id" in value else "id"
+        if key in value:
+            run_id = _run_id(value[key], where, key)
+        if "steps" not in value:
+            raise TraceFormatError(
+                f"{where}: a run written as an object needs 'steps' (a list of "
+                f'{{"tool", "outcome"}}), found keys {sorted(value)}'
+            )
+        value = value["steps"]
     if not isinstance(value, list):
         raise TraceFormatError(
             f"{where}: a run must be a JSON list of steps (or an object with "
@@ -88,8 +97,20 @@ def parse_line(line: str, where: str, default_id: str) -> Trace:
     return Trace(run_id, tuple(calls))
 
 
+def _run_id(value: Any, where: str, key: str) -> str:
+    """A run id given in a trace line: a non-empty string, or an integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and value:
+        return value
+    raise TraceFormatError(
+        f"{where}: {key} must be a non-empty string (or an integer), got {json.dumps(value)}"
+    )
+
+
 def read_jsonl(path: str | Path) -> list[Trace]:
-    """Every run of a JSONL trace file; blank lines are skipped."""
+    """Every run of a JSONL trace file; blank lines are skipped. A run without an id (a
+    bare list of steps) is named `line-N`, N its line number in the file, from 1."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")

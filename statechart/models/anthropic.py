@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from statechart.errors import ModelError
-from statechart.models.pricing import Price, cost_micros
+from statechart.models.pricing import Price, price_of, usage_of
 from statechart.models.registry import model_name
-from statechart.records.messages import Message, Reply, Request, ToolCall, Usage
+from statechart.records.messages import Message, Reply, Request, ToolCall
 
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(3_000_000, 15_000_000),
@@ -80,17 +80,20 @@ class AnthropicModel:
             for b in response.content
             if b.type == "tool_use"
         )
-        tokens_in, tokens_out = response.usage.input_tokens, response.usage.output_tokens
-        return Reply(
-            content=text,
-            tool_calls=calls,
-            model=response.model or self.model,
-            usage=Usage(
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-                cost_micros=cost_micros(self.prices, self.model, tokens_in, tokens_out),
-            ),
+        reply = Reply(content=text, tool_calls=calls, model=response.model or self.model)
+        usage = getattr(response, "usage", None)
+        tokens_in = getattr(usage, "input_tokens", None)
+        tokens_out = getattr(usage, "output_tokens", None)
+        return reply.model_copy(
+            update={
+                "usage": usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
+            }
         )
+
+    @property
+    def price(self) -> Price | None:
+        """What this model costs, if known (a strict cost cap needs it)."""
+        return price_of(self.prices, self.model)
 
 
 def messages(request: Request) -> list[dict[str, Any]]:

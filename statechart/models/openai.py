@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statechart.errors import ModelError
-from statechart.models.pricing import Price, cost_micros
+from statechart.models.pricing import Price, price_of, usage_of
 from statechart.models.registry import model_name
-from statechart.records.messages import Message, Reply, Request, ToolCall, Usage
+from statechart.records.messages import Message, Reply, Request, ToolCall
 
 MAX_OUTPUT: dict[str, int] = {
     "gpt-4o": 16_384,
@@ -88,19 +88,22 @@ class OpenAIModel:
             ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
             for c in message.tool_calls or ()
         )
-        usage = response.usage
-        tokens_in = usage.prompt_tokens if usage else 0
-        tokens_out = usage.completion_tokens if usage else 0
-        return Reply(
-            content=message.content or "",
-            tool_calls=calls,
-            model=response.model or self.model,
-            usage=Usage(
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-                cost_micros=cost_micros(self.prices, self.model, tokens_in, tokens_out),
-            ),
+        reply = Reply(
+            content=message.content or "", tool_calls=calls, model=response.model or self.model
         )
+        usage = getattr(response, "usage", None)
+        tokens_in = getattr(usage, "prompt_tokens", None)
+        tokens_out = getattr(usage, "completion_tokens", None)
+        return reply.model_copy(
+            update={
+                "usage": usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
+            }
+        )
+
+    @property
+    def price(self) -> Price | None:
+        """What this model costs, if known (a strict cost cap needs it)."""
+        return price_of(self.prices, self.model)
 
 
 def messages(request: Request) -> list[dict[str, Any]]:

@@ -3,22 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any
 
+from statechart.records import estimate
+from statechart.records.estimate import Price
+from statechart.records.messages import Reply, Request, Usage
 
-class Price(NamedTuple):
-    """Micro-dollars per million input tokens and per million output tokens."""
-
-    input: int
-    output: int
+__all__ = ["Price", "cost_micros", "price_of", "usage_of"]
 
 
 def cost_micros(prices: Mapping[str, Price], model: str, tokens_in: int, tokens_out: int) -> int:
     """The cost of one call; 0 for a model with no price (a local server, say)."""
-    price = prices.get(model) or next(
+    price = price_of(prices, model)  # a dated snapshot costs what its model costs
+    return 0 if price is None else price.cost(tokens_in, tokens_out)
+
+
+def price_of(prices: Mapping[str, Price], model: str) -> Price | None:
+    """The price of `model` (or of the model a dated snapshot name belongs to), if known."""
+    return prices.get(model) or next(
         (prices[k] for k in sorted(prices, key=len, reverse=True) if model.startswith(k + "-")),
         None,
-    )  # a dated snapshot (gpt-4o-mini-2024-07-18) costs what its model costs
-    if price is None:
-        return 0
-    return (tokens_in * price.input + tokens_out * price.output) // 1_000_000
+    )
+
+
+def usage_of(
+    prices: Mapping[str, Price],
+    model: str,
+    request: Request,
+    reply: Reply,
+    tokens_in: Any,
+    tokens_out: Any,
+) -> Usage:
+    """The reply's usage as the provider reported it; when it reported none (or not both
+    counts), a conservative estimate from what was sent and received, marked `missing`
+    so the event says so and a token budget still binds."""
+    missing = not isinstance(tokens_in, int) or not isinstance(tokens_out, int)
+    if missing:
+        tokens_in = estimate.input_tokens(request)
+        tokens_out = estimate.output_tokens(reply)
+    return Usage(
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_micros=cost_micros(prices, model, tokens_in, tokens_out),
+        missing=missing,
+    )

@@ -12,7 +12,18 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 
 class ToolCall(BaseModel):
-    """One call the model asked for."""
+    """One call the model asked for: a tool (or `next_state`) and its arguments.
+
+    In scripts, `call(name, **arguments)` builds one.
+
+    Example:
+        ```python
+        from statechart import ToolCall
+
+        asked = ToolCall(id="c1", name="search_kb", arguments={"query": "refund"})
+        garbled = ToolCall(id="c2", name="search_kb", arguments='{"query": ')  # kept as sent
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -25,23 +36,56 @@ class ToolCall(BaseModel):
 
 
 class Usage(BaseModel):
-    """What one model call cost."""
+    """What one model call cost, as its `Reply` reports it.
+
+    The driver charges it to the run's ledger at every budget level the state is in.
+
+    Example:
+        ```python
+        from statechart import Usage, call, reply
+
+        used = Usage(input_tokens=1200, output_tokens=80, cost_micros=340)  # $0.00034
+        answer = reply(call("next_state", target="done"), usage=used)
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     input_tokens: int = 0
+    """Tokens the model read (the prompt)."""
     output_tokens: int = 0
+    """Tokens the model wrote."""
     cost_micros: int = 0
     """Cost in integer micro-dollars."""
+    missing: bool = False
+    """The provider reported no usage: these counts are the adapter's conservative
+    estimate (`statechart.records.estimate`)."""
 
 
 class Message(BaseModel):
-    """One transcript entry, independent of any provider."""
+    """One transcript entry, independent of any provider.
+
+    A visit's transcript alternates a model's reply (`assistant`, with its calls) and
+    one `tool` message per call, answering it by id.
+
+    Example:
+        ```python
+        from statechart import Message, call
+
+        asked = call("search_kb", "c1", query="refund")
+        transcript = (
+            Message(role="assistant", content="Looking it up.", tool_calls=(asked,)),
+            Message(role="tool", content="KB-12: refunds take 5 days.", tool_call_id="c1"),
+        )
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     role: Literal["user", "assistant", "tool"]
+    """`assistant` (a reply), `tool` (a call's result) or `user` (a note from the runtime)."""
     content: str = ""
+    """The text: the reply's words, or the call's result (or refusal)."""
     tool_calls: tuple[ToolCall, ...] = ()
     """For assistant messages: the calls it made."""
     tool_call_id: str | None = None
@@ -49,18 +93,55 @@ class Message(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """A tool as offered to the model."""
+    """A tool as offered to the model: what `Request.tools` holds, built from each `Tool`.
+
+    Example:
+        ```python
+        from statechart import ToolSpec, tool
+
+
+        @tool(retry="safe")
+        def search_kb(query: str) -> str:
+            "Search the knowledge base."
+            return "KB-12"
+
+
+        spec = ToolSpec(
+            name=search_kb.name, description=search_kb.description, parameters=search_kb.schema
+        )
+        assert spec.parameters["required"] == ["query"]
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     name: str
+    """The name the model calls it by."""
     description: str
+    """What it does, in one line."""
     parameters: dict[str, Any]
     """JSON schema of the arguments."""
 
 
 class Request(BaseModel):
-    """Everything a model sees for one call: bounded by construction."""
+    """Everything a model sees for one call: bounded by construction.
+
+    The runtime builds it from the state; build one by hand to test a model alone.
+
+    Example:
+        ```python
+        import anyio
+
+        from statechart import Request, ScriptedModel, ToolSpec, call, reply
+
+        leave = ToolSpec(name="next_state", description="Leave 'ask' for: done",
+                         parameters={"type": "object", "properties": {}})
+        request = Request(state="ask", instructions="Answer.", context={"question": "Why?"},
+                          transcript=(), tools=(leave,))
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        assert anyio.run(model.complete, request).tool_calls[0].name == "next_state"
+        ```
+    """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
@@ -75,17 +156,35 @@ class Request(BaseModel):
     tools: Annotated[tuple[ToolSpec, ...], SkipValidation]
     """The tools offered, `next_state` included; the model must call one."""
     tool_choice: Literal["required"] = "required"
+    """Always `required`: a reply must call one of the tools."""
     max_tokens: int | None = None
     """Output-token cap, already lowered to what every budget level has left."""
 
 
 class Reply(BaseModel):
-    """What a model answered."""
+    """What a model answered: what `Model.complete` returns.
+
+    In scripts and policies, `reply(*calls, content=, usage=)` builds one.
+
+    Example:
+        ```python
+        from statechart import Reply, ToolCall, Usage
+
+        answer = Reply(
+            content="Done.",
+            tool_calls=(ToolCall(id="c1", name="next_state", arguments={"target": "done"}),),
+            usage=Usage(input_tokens=900, output_tokens=20),
+        )
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     content: str = ""
+    """Text beside the calls (shown in the transcript, never acted on)."""
     tool_calls: tuple[ToolCall, ...] = ()
+    """The calls asked for, in order; a reply with none is refused."""
     usage: Usage = Usage()
+    """Tokens and cost of this call, charged to the run's budgets."""
     model: str = ""
     """The model that answered, as the provider names it."""

@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from statechart.records.messages import Message, ToolCall
 from statechart.records.spent import Spent
 
 Status = Literal["running", "waiting", "ended"]
 M = TypeVar("M", bound=BaseModel)
+ROOT_LEVEL = "root"
+"""The root chart's budget level (stores written before schema 3 named it `""`)."""
 
 
 def build(cls: type[M], values: dict[str, Any]) -> M:
@@ -154,7 +156,10 @@ class Run(BaseModel):
     traversals: dict[str, int] = Field(default_factory=dict)
     """Traversals per capped edge (`source->target`, full paths)."""
     ledger: dict[str, Spent] = Field(default_factory=dict)
-    """Spending per budget level: `""` is the root, otherwise the owning state's path."""
+    """Spending per budget level: `root` is the root chart, otherwise the owning state's
+    path (`research`, `explore.sources`)."""
+    breached: dict[str, str] = Field(default_factory=dict)
+    """Strict levels a reply overran (level -> the cap kind): spent from then on."""
     visit: Visit | None = None
     pending: tuple[QueuedCall, ...] = ()
     """Calls of the last reply still to run; the head is the open intent while in `act`."""
@@ -172,6 +177,14 @@ class Run(BaseModel):
     trace: dict[str, str] = Field(default_factory=dict)
     """Propagated trace context (filled by tracing)."""
     created_at: float = 0.0
+
+    @field_validator("ledger", mode="before")
+    @classmethod
+    def _root_named(cls, value: Any) -> Any:
+        """A ledger stored before the root level was named `root` (key `""`) still loads."""
+        if isinstance(value, dict) and "" in value:
+            value = {(k or ROOT_LEVEL): v for k, v in value.items()}
+        return value
 
 
 class Event(BaseModel):
@@ -209,7 +222,9 @@ class Event(BaseModel):
     entered: tuple[str, ...] = ()
     exited: tuple[str, ...] = ()
     exhausted: str | None = None
-    """`level:kind` of the budget or cap that forced this move."""
+    """`level:kind` of the budget or cap that forced this move: `root:steps`,
+    `research:iterations`, `explore:tokens` (kinds are `Spent` fields, `iterations` or
+    `visits`)."""
     edge: str | None = None
     """`source->target` (full paths) of the user edge this move took, if it took one."""
     intent: str | None = None
@@ -224,6 +239,17 @@ class Event(BaseModel):
     """The model spec the run uses from this event on (a switch of model)."""
     outcome: str | None = None
     """The outcome class of the executed call's result (its `outcome` field), for mining."""
+    usage_missing: bool = False
+    """The provider's reply carried no usage: `usage` holds a conservative estimate."""
+    breach: str | None = None
+    """`level:kind` of a strict cap this reply overran (its estimate was wrong); the level
+    is spent from this event on."""
+
+    @field_validator("exhausted", mode="before")
+    @classmethod
+    def _root_exhausted(cls, value: Any) -> Any:
+        """`:steps`, as stored before the root level was named, reads as `root:steps`."""
+        return ROOT_LEVEL + value if isinstance(value, str) and value.startswith(":") else value
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run, Step, Visit
 from statechart.runtime import lineage
-from statechart.runtime.driver import Clock, drive
+from statechart.runtime.driver import Clock, drive, priced
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
@@ -54,8 +54,37 @@ async def start(
 
     Raises:
         pydantic.ValidationError: `context` does not fit the chart's context type.
+
+    Example:
+        ```python
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_to_end, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Greet, then finish."),
+                    State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)  # stored; nothing ran yet
+            assert (run.state, run.status) == ("greet.think", "running")
+            run = await run_to_end(chart, run, store=store, model=model)
+            assert (run.state, run.status) == ("done", "ended")
+
+
+        anyio.run(main)
+        ```
     """
     compiled_chart = compiled(chart)
+    priced(compiled_chart, model)  # a strict cost cap needs a priced model: say so now
     run_id = run_id or uuid.uuid4().hex
     ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
     leaf = compiled_chart.initial_leaf
@@ -120,6 +149,15 @@ async def run_to_end(
 
     Raises:
         LeaseHeldError: Another driver holds the run.
+
+    Example:
+        ```python
+        # in async code, with `chart`, `store` and `model` as in `start`'s example
+        run = await start(chart, store=store, model=model)
+        run = await run_to_end(chart, run, store=store, model=model)
+        if run.status == "waiting":  # e.g. a call to a `needs_approval` tool
+            print(run.reason)  # approve() or reject() it, then resume()
+        ```
     """
     run_id = run.run_id if isinstance(run, Run) else run
     last: Run | None = None
@@ -163,6 +201,13 @@ async def resume(
         ChartChangedError: The run was stored under another chart version and no
             `migrate` was given.
         LeaseHeldError: Another live driver holds the run.
+
+    Example:
+        ```python
+        # e.g. in another process, after an approval: the same chart and database
+        store = SQLiteStore("runs.db")
+        run = await resume(chart, run_id, store=store, model=model)
+        ```
     """
     model = model or from_spec((await store.load(run_id)).model, run_id)
     last: Run | None = None
@@ -203,6 +248,14 @@ async def fork(
 
     Returns:
         The fork, stored and not yet driven: drive it with `resume` or `run_to_end`.
+
+    Example:
+        ```python
+        # try the rest of a run again from after its event 4, with another model
+        child = await fork(chart, run.run_id, 4, store=store)
+        child = await resume(chart, child.run_id, store=store, model=another_model)
+        assert child.parent_run == run.run_id  # the original run is untouched
+        ```
     """
     return await lineage.fork(
         chart, run_id, at_seq, store=store, now=clock(), new_run_id=new_run_id
@@ -236,6 +289,13 @@ async def approve(
     Raises:
         NotWaitingError: The run is not waiting for approval.
         RunError: The edits do not fit the tool's arguments (nothing is written).
+
+    Example:
+        ```python
+        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
+        await approve(chart, run.run_id, store=store, by="dana", edits={"amount": 15})
+        run = await resume(chart, run.run_id, store=store, model=model)  # refunds 15
+        ```
     """
     return await _decide(chart, run_id, store, True, by, note, edits, clock)
 
@@ -265,6 +325,13 @@ async def reject(
 
     Raises:
         NotWaitingError: The run is not waiting for approval.
+
+    Example:
+        ```python
+        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
+        await reject(chart, run.run_id, store=store, by="dana", reason="refund at most 10")
+        run = await resume(chart, run.run_id, store=store, model=model)  # the model reads why
+        ```
     """
     return await _decide(chart, run_id, store, False, by, reason, None, clock)
 
@@ -328,6 +395,12 @@ async def cancel(
 
     Raises:
         RunEndedError: The run had already ended.
+
+    Example:
+        ```python
+        record = await cancel(chart, run.run_id, store=store, reason="duplicate", by="dana")
+        assert (record.run.state, record.run.status) == ("cancelled", "ended")
+        ```
     """
     for _ in range(20):
         run = await store.load(run_id)
@@ -361,6 +434,22 @@ def run_sync(
 
     Returns:
         The last snapshot, `waiting` or `ended`.
+
+    Example:
+        ```python
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Greet, then finish."),
+                    State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        assert run_sync(chart, store=MemoryStore(), model=model).state == "done"
+        ```
     """
 
     async def main() -> Run:

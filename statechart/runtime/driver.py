@@ -34,9 +34,11 @@ from statechart.engine.effects import (
 )
 from statechart.engine.moves import typed_context
 from statechart.engine.session import Session
+from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
-from statechart.errors import ConflictError
+from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
+from statechart.records.estimate import Price
 from statechart.records.run import Run, Step
 from statechart.runtime import lineage
 from statechart.runtime.hooks import StepHooks
@@ -188,6 +190,7 @@ class _Drive:
         migrated = await lineage.checked_version(self.chart, run, self.store, migrate, self.clock())
         current = migrated.run if migrated is not None else run
         self.session = await load_session(self.store, current)
+        self.session.price = priced(self.compiled_chart, self.model)
         refresh = await _refresh_inputs(self.chart, current, self.store) if resuming else None
         # The last span to link to: only a run that was traced from its start has one.
         last = (
@@ -355,3 +358,18 @@ async def load_session(store: Store, run: Run) -> Session:
     """
     transcript = await lineage.visit_transcript(store, run) if run.visit else []
     return Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
+
+
+def priced(compiled_chart: CompiledChart, model: Model) -> Price | None:
+    """The model's price (`model.price`, if it has one); `UnpricedModelError` when a
+    strict cost cap needs one and the model has none."""
+    price = getattr(model, "price", None)
+    level = unpriced(compiled_chart)
+    if level is not None and not isinstance(price, Price):
+        raise UnpricedModelError(
+            f"level '{level}' of chart '{compiled_chart.chart.name}' has a strict cost cap, "
+            f"but model '{model.spec}' has no price, so no call's cost can be bounded; give "
+            "the model a price (prices= on the adapters, price= on ScriptedModel and "
+            "FunctionModel) or drop strict=True"
+        )
+    return price if isinstance(price, Price) else None

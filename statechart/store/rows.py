@@ -18,7 +18,19 @@ COLUMNS = (
     "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
     "intent, key, by, fingerprint, exhausted, edge, closes, span, visit, messages, body"
 )
-BODY = {"call", "calls", "result", "patch", "delta", "entered", "exited", "model", "outcome"}
+BODY = {
+    "call",
+    "calls",
+    "result",
+    "patch",
+    "delta",
+    "entered",
+    "exited",
+    "model",
+    "outcome",
+    "usage_missing",
+    "breach",
+}
 USAGE = (
     "steps",
     "model_calls",

@@ -96,6 +96,22 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # approve or draw a run without being told its chart again.
         "ALTER TABLE charts ADD COLUMN source TEXT",
     ),
+    3: (
+        # Who holds a lease, as the kernel knows it (`store/process.py`): a resumer on the
+        # same machine may take over at once from a holder that is surely dead.
+        "ALTER TABLE runs ADD COLUMN lease_process TEXT",
+        # The root chart's budget level is named `root` (it was `""`): in ledgers of
+        # snapshots and replay bases, in `exhausted` labels and in exhaustion triggers.
+        *(
+            f"""UPDATE {table} SET snapshot = json_remove(json_set(snapshot, '$.ledger.root',
+                json_extract(snapshot, '$.ledger.""')), '$.ledger.""')
+                WHERE json_type(snapshot, '$.ledger.""') IS NOT NULL"""
+            for table in ("runs", "bases")
+        ),
+        "UPDATE events SET exhausted = 'root' || exhausted WHERE exhausted LIKE ':%'",
+        "UPDATE events SET trigger = 'exhaust:root' WHERE trigger = 'exhaust:'",
+        # Events may now carry `usage_missing` and `breach` in their JSON body: no DDL.
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

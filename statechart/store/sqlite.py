@@ -30,6 +30,7 @@ from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, lease_holder
 from statechart.store.checkpoint import Checkpointer
+from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
     COLUMNS,
     INSERT_EVENT,
@@ -199,22 +200,24 @@ class SQLiteStore:
     def _acquire(self, run_id: str, holder: str, ttl: float) -> Lease:
         with transaction(self._db) as db:
             found = db.execute(
-                "SELECT lease_holder, lease_expires, lease_seq, seq FROM runs WHERE run_id=?",
+                "SELECT lease_holder, lease_expires, lease_seq, seq, lease_process FROM runs "
+                "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
             if found is None:
                 raise RunNotFoundError(f"no run {run_id} in {self.path}")
-            current, expires, last_seq, seq = found
+            current, expires, last_seq, seq, process = found
             now = time.time()
-            if current is not None and expires > now:
+            if current is not None and expires > now and not known_dead(process):
                 raise LeaseHeldError(
                     f"run {run_id} is being driven by {current} (lease expires in "
                     f"{expires - now:.1f} s); wait for it, or cancel the run"
                 )
             mine = lease_holder(holder)
             db.execute(
-                "UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=? WHERE run_id=?",
-                (mine, now + ttl, seq, run_id),
+                "UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=?, lease_process=? "
+                "WHERE run_id=?",
+                (mine, now + ttl, seq, identity(), run_id),
             )
         return Lease(
             run_id,

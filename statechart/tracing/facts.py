@@ -72,7 +72,7 @@ def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
     """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
     found = _KEYS.get(level)
     if found is None:
-        name = level.path or "root"
+        name = level.path
         found = _KEYS[level] = [
             (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
             for kind, cap in level.caps.items()

@@ -26,11 +26,11 @@ def test_an_approval_three_levels_down_then_every_level_is_charged(tmp_path: Pat
     run, events = data["run"], data["events"]
     assert run["context"]["answer"] == "Up 12% a year, per the report."
     ledger = run["ledger"]
-    assert set(ledger) == {"", "explore", "explore.sources"}
+    assert set(ledger) == {"root", "explore", "explore.sources"}
     # spending below charges every level above: the archive read and the purchase are the
     # innermost level's two tool calls; the search makes the investigation's third
-    assert [ledger[k]["tool_calls"] for k in ("explore.sources", "explore", "")] == [2, 3, 3]
-    assert ledger[""]["steps"] > ledger["explore"]["steps"] > ledger["explore.sources"]["steps"]
+    assert [ledger[k]["tool_calls"] for k in ("explore.sources", "explore", "root")] == [2, 3, 3]
+    assert ledger["root"]["steps"] > ledger["explore"]["steps"] > ledger["explore.sources"]["steps"]
     assert [
         e["tool"]
         for e in events

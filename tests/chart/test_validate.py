@@ -352,3 +352,8 @@ def test_only_terminals_declare_an_outcome() -> None:
     )
     assert c.state_map["failed"].outcome == "failure" and c.state_map["done"].outcome == "success"
     assert c.state_map["escalated"].outcome == "failure"
+
+
+def test_a_chart_with_no_states_says_so() -> None:
+    with pytest.raises(ChartError, match="chart 'c' has no states"):
+        Chart("c", states=())

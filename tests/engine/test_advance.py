@@ -312,7 +312,7 @@ async def test_usage_is_charged_per_call() -> None:
         reply(call("next_state", target="done"), usage=u),
     ]
     end, steps, _, _ = await run_script(chart(), replies)
-    root = end.ledger[""]
+    root = end.ledger["root"]
     assert (root.input_tokens, root.output_tokens, root.cost_micros) == (30, 15, 21)
     assert root.model_calls == 3 and root.tool_calls == 1 and root.steps == len(steps)
 

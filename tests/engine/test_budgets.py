@@ -104,8 +104,8 @@ async def test_spending_in_a_sub_chart_charges_every_ancestor() -> None:
     inner_steps = sum(1 for s in steps if s.event.source.startswith("explore."))
     assert end.ledger["explore"].steps == inner_steps
     assert end.ledger["explore"].tool_calls == 1
-    assert end.ledger[""].steps == len(steps)
-    assert end.ledger[""].model_calls == 3
+    assert end.ledger["root"].steps == len(steps)
+    assert end.ledger["root"].model_calls == 3
 
 
 async def test_sub_chart_budget_ends_in_exhausted_and_the_parent_maps_it() -> None:
@@ -137,8 +137,8 @@ async def test_root_steps_cap_routes_to_escalated_with_context_kept() -> None:
     )
     end, steps, _, _ = await run_script(c, looking(10), {"notes": "gathered"})
     assert end.state == "escalated" and end.status == "ended"
-    assert end.ledger[""].steps == 5
-    assert steps[-1].event.exhausted == ":steps"
+    assert end.ledger["root"].steps == 5
+    assert steps[-1].event.exhausted == "root:steps"
     assert end.context == {"notes": "gathered"}
 
 
@@ -214,7 +214,7 @@ async def test_max_tokens_is_capped_to_what_every_level_has_left() -> None:
     assert seen == [80, 50, 20]
     assert end.state == "escalated"
     # overshoot is at most one call: 90 spent against a cap of 80, with calls of 30
-    assert end.ledger[""].tokens == 90 and end.ledger[""].tokens - 80 < 30
+    assert end.ledger["root"].tokens == 90 and end.ledger["root"].tokens - 80 < 30
 
 
 async def test_cost_cap_stops_calls() -> None:
@@ -226,8 +226,8 @@ async def test_cost_cap_stops_calls() -> None:
     )
     replies = [reply(call("look", q=str(i)), usage=Usage(cost_micros=1000)) for i in range(10)]
     end, steps, model, _ = await run_script(c, replies)
-    assert len(model.requests) == 3 and end.ledger[""].cost_micros == 3000
-    assert steps[-1].event.exhausted == ":cost_micros"
+    assert len(model.requests) == 3 and end.ledger["root"].cost_micros == 3000
+    assert steps[-1].event.exhausted == "root:cost_micros"
 
 
 async def test_wall_time_budget() -> None:
@@ -245,8 +245,8 @@ async def test_wall_time_budget() -> None:
     )
     replies = [reply(call("slow", q=str(i))) for i in range(10)]
     end, steps, _, _ = await run_script(c, replies)
-    assert steps[-1].event.exhausted == ":wall_ms"
-    assert 100 <= end.ledger[""].wall_ms < 400
+    assert steps[-1].event.exhausted == "root:wall_ms"
+    assert 100 <= end.ledger["root"].wall_ms < 400
     assert end.state == "escalated"
 
 

@@ -114,9 +114,9 @@ async def test_three_levels_paths_approval_and_ledgers() -> None:
     # spending in the deepest state charged all three levels
     led = done.ledger
     assert led["explore.inner"].tool_calls == 2 and led["explore"].tool_calls == 2
-    assert led[""].tool_calls == 2 and led[""].tokens == 4 * 15
+    assert led["root"].tool_calls == 2 and led["root"].tokens == 4 * 15
     # the middle chart holds only the inner one, so its steps are the inner ones
-    assert led["explore.inner"].steps == led["explore"].steps < led[""].steps
+    assert led["explore.inner"].steps == led["explore"].steps < led["root"].steps
 
 
 async def test_the_deepest_budget_ends_its_chart_and_each_parent_maps_it() -> None:
@@ -136,5 +136,5 @@ async def test_a_parent_budget_stops_calls_deep_below_it() -> None:
     script = [reply(call("dig", q=str(i)), usage=big) for i in range(5)]
     end, steps, model, _ = await run_script(workflow(), script)
     assert len(model.requests) == 2  # 1200 tokens > 1000 after two calls: no third call
-    assert steps[-1].event.exhausted == ":tokens"
-    assert end.state == "escalated" and end.ledger[""].tokens == 1200
+    assert steps[-1].event.exhausted == "root:tokens"
+    assert end.state == "escalated" and end.ledger["root"].tokens == 1200

@@ -486,7 +486,7 @@ def check_replay(o: Outcome) -> None:
     root = Spent()
     for e in o.events:
         root = root + e.usage
-    assert o.final.ledger.get("", Spent()) == root
+    assert o.final.ledger.get("root", Spent()) == root
     assert o.final.ledger == ledger
     assert o.final.visits == visits
     assert o.final.seq == len(o.events) == (o.events[-1].seq if o.events else 0)
@@ -607,7 +607,7 @@ def test_exhaustion_routing_always_ends(factory: Callable[[], Chart]) -> None:
         return
     final, _ = run_once(chart, FunctionModel(lambda r: reply(content="no tool")))
     assert final.status == "ended"
-    assert final.ledger[""].steps <= 10
+    assert final.ledger["root"].steps <= 10
 
 
 class Strict(BaseModel):
@@ -645,4 +645,4 @@ def test_the_reply_of_the_last_allowed_model_call_is_acted_on() -> None:
     )
     final, _ = run_once(chart, ScriptedModel([reply(call("next_state", target="done"))]))
     assert final.state == "done", final.reason
-    assert final.ledger[""].model_calls == 1
+    assert final.ledger["root"].model_calls == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import DEEP, run_cli, waiting_id
+from tests.support.cli import DEEP, WAITING, run_cli, waiting_id
 
 MERMAID_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MERMAID_WORDS = {
@@ -61,10 +61,129 @@ def test_diagram_ids_are_valid_mermaid_for_every_legal_state_name(
 def test_diagram_run_marks_the_exit_edges_the_run_took(tmp_path: Path) -> None:
     """`diagram --run` of a deep_research run that reached `done` marks the sub-chart exit
     edge it took (`s_explore --> s_report`) as taken."""
-    run_id = waiting_id(run_cli(tmp_path, "run", DEEP, "--input", '{"topic": "x"}').stdout)
+    run_id = waiting_id(
+        run_cli(tmp_path, "run", DEEP, "--input", '{"topic": "x"}', code=WAITING).stdout
+    )
     assert "ended in 'done'" in run_cli(tmp_path, "approve", run_id).stdout
     drawn = run_cli(tmp_path, "diagram", "--run", run_id).stdout
-    (exit_line,) = [
+    exit_line, route_line = [
         x.strip() for x in drawn.splitlines() if x.strip().startswith("s_explore --> s_report")
     ]
-    assert "taken 1x" in exit_line, drawn
+    assert exit_line == "s_explore --> s_report : exit done taken 1x", drawn
+    assert route_line == "s_explore --> s_report : exhausted", drawn  # on_exhausted, not taken
+
+
+# -- routes the chart takes by itself: exhaustion and escalation --------------------------
+
+ROUTED = """
+from statechart import Budget, Chart, Edge, State
+
+
+def acquisition():
+    return Chart("acquisition", budget=Budget(max_tool_calls=3), states=(
+        State("fetch", instructions="fetch", max_iterations=3),
+        State("done", kind="terminal"),
+    ), edges=(Edge("fetch", "done"),))
+
+
+chart = Chart("routed", budget=Budget(max_steps=40), states=(
+    State("work", instructions="work", max_iterations=2, on_exhausted="report"),
+    State("explore", kind="chart", chart=acquisition, exits={"done": "report"},
+          on_exhausted="report"),
+    State("report", instructions="report"),
+    State("done", kind="terminal"),
+), edges=(Edge("work", "explore"), Edge("report", "done")))
+"""
+
+
+def declared_states(text: str) -> list[str]:
+    """The ids of the simple (not composite) states a diagram declares."""
+    return [
+        x.strip().split(" as ", 1)[1]
+        for x in text.splitlines()
+        if x.strip().startswith("state ") and not x.strip().endswith("{")
+    ]
+
+
+def transitions(text: str) -> list[tuple[str, str, str]]:
+    """(from, to, label) of every transition line."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if "-->" in line:
+            ends, _, label = line.partition(" : ")
+            left, right = (x.strip() for x in ends.split("-->", 1))
+            out.append((left, right, label))
+    return out
+
+
+def test_diagram_draws_exhaustion_routes_and_no_isolated_implicit_terminal(
+    tmp_path: Path,
+) -> None:
+    """A state with `on_exhausted` and a budgeted sub-chart with `on_exhausted` get a route
+    edge each (`exhausted`); the implicit `escalated` terminals that no drawn edge reaches
+    (of the root and of the sub-chart) are left out, so no state is drawn isolated."""
+    (tmp_path / "c.py").write_text(ROUTED)
+    text = run_cli(tmp_path, "diagram", "c.py:chart").stdout
+    edges = transitions(text)
+    assert ("s_work", "s_report", "exhausted") in edges, text
+    assert ("s_explore", "s_report", "exhausted") in edges, text
+    assert ("s_explore", "s_report", "exit done") in edges, text
+    assert "escalated" not in text and "s_explore__exhausted" not in text, text
+    ends = {x for a, b, _ in edges for x in (a, b)}
+    assert [s for s in declared_states(text) if s not in ends] == [], text
+    assert bad_ids(text) == [], text
+
+
+def test_diagram_draws_an_explicit_route_into_an_implicit_terminal(tmp_path: Path) -> None:
+    """A state routed to the sub-chart's implicit `exhausted` (or an edge to `escalated`)
+    draws that terminal, reached by its route edge, and dashes its outline."""
+    (tmp_path / "c.py").write_text(
+        ROUTED.replace("max_iterations=3)", 'max_iterations=3, on_exhausted="exhausted")').replace(
+            'Edge("report", "done")', 'Edge("report", "done"), Edge("report", "escalated")'
+        )
+    )
+    text = run_cli(tmp_path, "diagram", "c.py:chart").stdout
+    edges = transitions(text)
+    assert ("s_explore__fetch", "s_explore__exhausted", "exhausted") in edges, text
+    assert ("s_report", "s_escalated", "") in edges, text
+    ends = {x for a, b, _ in edges for x in (a, b)}
+    assert [s for s in declared_states(text) if s not in ends] == [], text
+    assert "classDef implicit stroke-dasharray:4 4" in text, text
+    (implicit,) = [
+        x.strip()
+        for x in text.splitlines()
+        if x.strip().endswith(" implicit") and x.strip().startswith("class ")
+    ]
+    assert set(implicit.split()[1].split(",")) == {"s_explore__exhausted", "s_escalated"}
+
+
+def test_diagram_run_draws_the_route_the_run_took_into_escalated() -> None:
+    """`diagram --run` of a run that escalated draws `escalated`, reached by an edge from
+    the state it escalated from, marked as taken; the route a cap forced is marked too."""
+    import anyio
+
+    import statechart as sc
+    from statechart.io.diagram import mermaid
+
+    namespace: dict[str, object] = {}
+    exec(ROUTED, namespace)
+    chart = namespace["chart"]
+    assert isinstance(chart, sc.Chart)
+    model = sc.ScriptedModel(
+        [
+            sc.reply(content="thinking"),
+            sc.reply(content="still thinking"),  # work's 2 iterations: routed to report
+            sc.reply(sc.call("next_state", target="escalated")),
+        ]
+    )
+    store = sc.MemoryStore()
+    run = sc.run_sync(chart, store=store, model=model)
+    assert run.state == "escalated"
+    text = mermaid(chart, run, anyio.run(store.events, run.run_id))
+    edges = transitions(text)
+    assert ("s_work", "s_report", "exhausted taken 1x") in edges, text
+    assert ("s_report", "s_escalated", "escalated taken 1x") in edges, text
+    ends = {x for a, b, _ in edges for x in (a, b)}
+    assert [s for s in declared_states(text) if s not in ends] == [], text
+    assert text.rstrip().endswith("class s_escalated current")

@@ -307,7 +307,7 @@ def test_mine_prints_tables_and_mermaid_and_reads_a_store(tmp_path: Path) -> Non
             "--input",
             '{"ticket_id": "T-1001"}',
         ).returncode
-        == 0
+        == 3  # the run waits for an approval (docs/cli.md's exit codes)
     )
     stored = cli(tmp_path, "mine", "--db", "statechart.db", "--by", "tool")
     assert stored.returncode == 0, stored.stderr

@@ -209,6 +209,42 @@ def test_mine_shadow_reports_refusals_per_edge_and_per_guard(
         assert f"| {run_id}" in out.split("## Runs with refusals")[1]
 
 
+def test_mine_shadow_json_holds_every_refusal(tmp_path: Path, planted: Any) -> None:
+    """`mine --db --shadow --json`: the report's facts as JSON, every refusal of every run."""
+    store = sc.SQLiteStore(tmp_path / "s.db")
+    shadow = Shadow(triage_chart(), observe=observe)
+    for trace in planted.traces:
+        judged = shadow.start(run_id=trace.run_id)
+        plain_loop(trace, judged.wrap(world(trace)))
+        judged.finish()
+        judged.save_sync(store)
+    stored = anyio.run(shadow_refusals, store)
+    store.close()
+    run = subprocess.run(
+        [sys.executable, "-m", "statechart.cli", "mine", "--db", "s.db", "--shadow", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["shadow_runs"] == 300
+    assert doc["refusals"] == sum(len(rs) for rs in stored.values())
+    assert {r["run_id"] for r in doc["runs_with_refusals"]} == planted.anomalous
+    assert {r["run_id"]: [x["kind"] for x in r["refusals"]] for r in doc["runs_with_refusals"]} == {
+        k: [x.kind for x in rs] for k, rs in stored.items() if rs
+    }
+    guard = [e for e in doc["per_edge"] if e["kind"] == "guard"]
+    assert [(e["source"], e["to"], e["refusals"], set(e["runs"])) for e in guard] == [
+        ("draft", "send", 3, set(planted.unreviewed))
+    ]
+    assert [g["reason"] for g in doc["per_guard"]] == [
+        "edge draft->send refused: send requires a passed review"
+    ]
+
+
 def test_async_loop_error_results_and_unknown_tools(tmp_path: Path) -> None:
     chart = triage_chart()
 
@@ -391,7 +427,7 @@ def test_shadow_call_checks_caps_after_the_model_call_that_picks_it() -> None:
     with max_model_calls=3 the third call of `x` is refused, as the driver never runs it."""
     chart = one_state(sc.Budget(max_steps=100, max_model_calls=3))
     run = driver_run(chart, 3)
-    assert run.ledger[""].tool_calls == 2  # the driver never ran the third call
+    assert run.ledger["root"].tool_calls == 2  # the driver never ran the third call
     assert ("budget", "x") in shadowed(chart, 3)
 
 

@@ -88,7 +88,7 @@ async def test_a_full_run_sends_the_states_tools_and_records_usage(provider: Pro
             {"type": "tool_result", "tool_use_id": "t1", "content": "KB-12 answers refunds"}
         ],
     }
-    assert end.ledger[""].input_tokens == 200 and end.ledger[""].cost_micros == 280
+    assert end.ledger["root"].input_tokens == 200 and end.ledger["root"].cost_micros == 280
 
 
 async def test_a_429_is_retried_by_the_sdk_then_succeeds(provider: Provider) -> None:
@@ -143,3 +143,20 @@ async def test_anthropic_never_sends_a_message_with_empty_content(
         for block in msg["content"]:
             if block["type"] == "text":
                 assert block["text"].strip(), f"empty text block: {msg}"
+
+
+async def test_a_reply_without_usage_keeps_its_tool_call_and_is_estimated(
+    provider: Provider,
+) -> None:
+    """No `usage` in the reply: no AttributeError and no escalation; the tool call runs,
+    the event says usage was missing, and an estimate is charged."""
+    first = message(("t1", "search_kb", {"query": "refunds"}))
+    del first["usage"]
+    provider.answer(first)
+    provider.answer(message(("t2", "next_state", {"target": "done", "answer": "5 days"})))
+    end, events = await drive(provider)
+    assert end.state == "done" and end.context["answer"] == "5 days"
+    calls = [e for e in events if e.usage.model_calls]
+    assert [e.usage_missing for e in calls] == [True, False]
+    assert calls[0].usage.input_tokens > 0 and calls[0].usage.output_tokens > 0
+    assert [e.result for e in events if e.trigger == "results"] == ["KB-12 answers refunds"]

@@ -145,8 +145,8 @@ async def test_a_full_run_sends_the_states_tools_and_records_usage(provider: Pro
         "tool_call_id": "c1",
         "content": "KB-12 answers refunds",
     }
-    assert end.ledger[""].input_tokens == 200 and end.ledger[""].output_tokens == 40
-    assert end.ledger[""].cost_micros == 2 * (100 + 2 * 20)  # 1 and 2 $ per M tokens
+    assert end.ledger["root"].input_tokens == 200 and end.ledger["root"].output_tokens == 40
+    assert end.ledger["root"].cost_micros == 2 * (100 + 2 * 20)  # 1 and 2 $ per M tokens
     assert events[0].usage.model_calls == 1
 
 
@@ -285,3 +285,35 @@ async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
     )
     got = await model.complete(request)
     assert got.usage.cost_micros == 150_000  # gpt-4o-mini's input price, $0.15 per M
+
+
+async def test_a_reply_without_usage_is_estimated_marked_and_still_binds_a_budget(
+    provider: Provider,
+) -> None:
+    """No `usage` in the reply: the event says so, the call is charged a conservative
+    estimate from what was sent and received (never 0), and a token budget stops the run."""
+    for i in range(5):
+        body = completion((f"c{i}", "search_kb", json.dumps({"query": f"q{i}"})))
+        del body["usage"]
+        provider.answer(body)
+    c = chart()
+    c = Chart(
+        c.name,
+        states=c.states,
+        edges=c.edges,
+        context=c.context,
+        budget=Budget(max_steps=20, max_tokens=700),
+    )
+    store, m = MemoryStore(), model(provider)
+    end = await run_to_end(
+        c, await start(c, store=store, model=m, context={"question": "q"}), store=store, model=m
+    )
+    events = await store.events(end.run_id)
+    calls = [e for e in events if e.usage.model_calls]
+    assert calls and all(e.usage_missing for e in calls)
+    first = calls[0].usage
+    sent = len(json.dumps(provider.bodies()[0]["messages"]))
+    assert first.input_tokens >= sent // 4 and first.output_tokens > 0
+    assert first.cost_micros == first.input_tokens + 2 * first.output_tokens
+    assert end.state == "escalated" and events[-1].exhausted == "root:tokens"
+    assert len(provider.requests) < 5

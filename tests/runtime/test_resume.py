@@ -4,7 +4,11 @@ interrupted call by its retry policy, refusing a changed chart unless migrated."
 from __future__ import annotations
 
 import contextlib
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from statechart import (
     CorruptRowError,
     Edge,
     Facts,
+    LeaseHeldError,
     ModelError,
     Run,
     ScriptedModel,
@@ -623,3 +628,80 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
         assert end.state == "done"
         return
     assert await store.load("r1") == before
+
+
+def _holding(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A real process driving run `held` with a one-hour lease, stopped inside a tool."""
+    db, marker = tmp_path / "held.db", tmp_path / "in-tool"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.lease_holder", str(db), str(marker)],
+        cwd=Path(__file__).parents[2],
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert child.poll() is None and time.monotonic() < deadline, "the child never got there"
+        time.sleep(0.02)
+    return child, db
+
+
+async def test_a_killed_holder_on_this_machine_is_taken_over_at_once(tmp_path: Path) -> None:
+    """The holder's process is gone (SIGKILL; same boot, same PID namespace): resuming does
+    not wait out the hour-long lease; it takes over through the usual takeover event, and
+    the interrupted `safe` call runs again by its retry policy."""
+    from tests.support import lease_holder as held
+
+    child, db = _holding(tmp_path)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    store = SQLiteStore(db)
+    started = time.monotonic()
+    end = await resume(held.chart(), held.RUN_ID, store=store, model=held.script())
+    assert time.monotonic() - started < 30
+    events = await store.events(held.RUN_ID)
+    takeover = [e for e in events if e.trigger == "takeover"]
+    assert len(takeover) == 1 and "retry='safe'" in takeover[0].reason
+    assert [e.result for e in events if e.trigger == "results"] == ["found x"]
+    assert (end.state, end.status) == ("done", "ended")
+    store.close()
+
+
+async def test_a_live_holder_is_never_taken_over(tmp_path: Path) -> None:
+    """The holder still runs (same machine, same namespace, same pid and start time):
+    resuming is refused, and nothing is appended."""
+    from tests.support import lease_holder as held
+
+    child, db = _holding(tmp_path)
+    try:
+        store = SQLiteStore(db)
+        seq = (await store.load(held.RUN_ID)).seq
+        with pytest.raises(LeaseHeldError, match="is being driven by"):
+            await resume(held.chart(), held.RUN_ID, store=store, model=held.script())
+        assert (await store.load(held.RUN_ID)).seq == seq
+        process = store._db.execute("SELECT lease_process FROM runs").fetchone()[0]
+        assert process.split("/")[2] == str(child.pid)
+        store.close()
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+
+
+def test_any_doubt_about_the_holder_means_waiting() -> None:
+    """Another boot, another namespace, a pid reused by a newer process, or a malformed
+    identity are never known dead; a finished process of this machine is."""
+    from statechart.store.process import identity, known_dead
+
+    me = identity()
+    assert me is not None and not known_dead(me)  # alive
+    boot, ns, pid, start = me.split("/")
+    assert not known_dead(f"another-boot/{ns}/{pid}/{start}")
+    assert not known_dead(f"{boot}/pid:[1]/{pid}/{start}")
+    assert not known_dead(None) and not known_dead("garbage")
+    assert known_dead(f"{boot}/{ns}/{pid}/{int(start) - 1}")  # same pid, another process
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    gone = int(done.stdout)
+    assert known_dead(f"{boot}/{ns}/{gone}/1")

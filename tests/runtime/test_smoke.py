@@ -66,5 +66,5 @@ async def test_runs_to_done_and_stores_every_event() -> None:
         ("research.act", "done"),
     ]
     assert [e.seq for e in events] == [1, 2, 3, 4]
-    assert end.ledger[""].steps == 4 and end.ledger[""].model_calls == 2
+    assert end.ledger["root"].steps == 4 and end.ledger["root"].model_calls == 2
     assert model.requests[1].transcript[-1].content == "articles about refunds"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -219,7 +220,7 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> 
     db.commit()
     db.close()
     store = SQLiteStore(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     rows = store._db.execute("SELECT version, description, source FROM charts").fetchall()
     assert rows == [("v-old", "chart old", None)]
     store.close()
@@ -311,3 +312,73 @@ async def test_a_store_written_before_the_layout_change_loads_and_resumes(tmp_pa
     intents = [i for i in await store.intents(run.run_id) if i.call.name == "refund"]
     assert [i.key for i in intents] == [key]
     store.close()
+
+
+async def test_a_schema_2_file_is_migrated_root_named_and_its_runs_go_on(tmp_path: Path) -> None:
+    """A file written at schema 2 (root level `""`, no lease process) opens at schema 3:
+    its ledgers and exhaustion labels name the root `root` in SQL and in records, its
+    event logs still replay to their snapshots, and its waiting run finishes. Its lease,
+    left by a driver with no recorded process, is still waited out (no takeover)."""
+    import shutil
+
+    from statechart import LeaseHeldError, approve, resume
+    from statechart.engine import compiled, replay
+    from tests.support import stored_schema2 as old
+
+    path = tmp_path / "schema2.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "schema_2.db", path)
+    store = SQLiteStore(path)
+    db = store._db
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    ledgers = dict(db.execute("SELECT run_id, json_extract(snapshot, '$.ledger') FROM runs"))
+    assert json.loads(ledgers[old.EXHAUSTED_ID]) == {
+        "root": {"steps": 12, "model_calls": 6, "tool_calls": 6, "wall_ms": 1}
+    }
+    assert db.execute(
+        "SELECT exhausted, trigger FROM events WHERE exhausted IS NOT NULL"
+    ).fetchall() == [("root:steps", "exhaust:root")]
+    assert not db.execute("SELECT 1 FROM runs WHERE snapshot LIKE '%\"\":%'").fetchall()
+    chart = old.chart()
+    for run_id in (old.EXHAUSTED_ID, old.WAITING_ID):
+        run = await store.load(run_id)
+        assert replay(compiled(chart), await store.base(run_id), await store.events(run_id)) == run
+    done = await store.load(old.EXHAUSTED_ID)
+    assert done.ledger["root"].steps == 12 and "" not in done.ledger
+    assert (await store.events(old.EXHAUSTED_ID))[-1].exhausted == "root:steps"
+    await approve(chart, old.WAITING_ID, store=store, by="ops")
+    with pytest.raises(LeaseHeldError):
+        await resume(chart, old.WAITING_ID, store=store, model=old.after_approval())
+    db.execute("UPDATE runs SET lease_expires=0 WHERE run_id=?", (old.WAITING_ID,))
+    end = await resume(chart, old.WAITING_ID, store=store, model=old.after_approval())
+    assert (end.state, end.status, end.ledger["root"].model_calls) == ("done", "ended", 2)
+    store.close()
+
+
+def test_legacy_root_names_load_in_records() -> None:
+    """A record written before the root was named (JSON from any store) still loads."""
+    from statechart import Event, Run
+
+    run = Run.model_validate(
+        {
+            "run_id": "r",
+            "chart": "c",
+            "chart_version": "v",
+            "model": "m",
+            "state": "a",
+            "ledger": {"": {"steps": 3}, "a": {"steps": 1}},
+        }
+    )
+    assert run.ledger["root"].steps == 3 and run.ledger["a"].steps == 1 and "" not in run.ledger
+    event = Event.model_validate(
+        {
+            "run_id": "r",
+            "seq": 1,
+            "time": 0,
+            "source": "a",
+            "target": "escalated",
+            "trigger": "exhaust:",
+            "actor": "system",
+            "exhausted": ":steps",
+        }
+    )
+    assert event.exhausted == "root:steps"

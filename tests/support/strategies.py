@@ -42,6 +42,8 @@ class ChartOptions:
     toolsets: Sequence[tuple[Tool, ...]]
     handler: Callable[[Sequence[str], Sequence[str]], Handler]
     approval_first: bool = False
+    strict: bool = False
+    """Every budget is `strict=True` (its token and cost caps are hard)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Level:
     terminals: tuple[str, ...]
 
 
-def _budget(draw: st.DrawFn, scale: int) -> Budget | None:
+def _budget(draw: st.DrawFn, scale: int, strict: bool = False) -> Budget | None:
     if not draw(st.sampled_from([False, False, True])):
         return None
 
@@ -67,6 +69,7 @@ def _budget(draw: st.DrawFn, scale: int) -> Budget | None:
         max_tokens=cap(300),
         max_output_tokens=cap(150),
         max_cost_micros=cap(300),
+        strict=strict,
     )
 
 
@@ -105,7 +108,7 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
                 visits = draw(st.integers(1, 2))
             return target
 
-        extra: dict[str, Any] = {"budget": _budget(draw, 1)}
+        extra: dict[str, Any] = {"budget": _budget(draw, 1, options.strict)}
         budgeted = extra["budget"] is not None or kind == "chart"
         on_exhausted = draw(st.sampled_from(ahead if budgeted else anywhere))
         if kind in ("model", "code"):
@@ -150,11 +153,11 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
         states.append(State(sname, kind=kind, max_visits=visits, **extra))
     states.extend(State(t, kind="terminal") for t in terminals)
     if depth == 3:
-        root = _budget(draw, 4) or Budget()
+        root = _budget(draw, 4, options.strict) or Budget(strict=options.strict)
         steps = draw(st.sampled_from([40, 30, 25, 20, 15, 10, 5, 3, 1]))
         budget: Budget | None = Budget(max_steps=steps).merged(root)
     else:
-        budget = _budget(draw, 2)
+        budget = _budget(draw, 2, options.strict)
     on_exhausted = draw(st.sampled_from([*terminals, ESCALATED, EXHAUSTED]))
 
     def build() -> Chart:

@@ -181,12 +181,12 @@ async def rebuilt(store: SQLiteStore) -> dict[str, Run]:
         c = Chart(
             "rebuilt",
             budget=Budget(max_steps=steps),
-            states=(State("work"), DONE),
+            states=(State("work", instructions="Finish."), DONE),
             edges=(Edge("work", "done"),),
         )
         model = scripted(reply(call("next_state", "n1", target="done")))
         runs[f"b{steps}"] = await go(c, store, model, f"b{steps}")
-        level = id(compiled(c).levels[""])
+        level = id(compiled(c).levels["root"])
         del c
         gc.collect()
         if level in seen:
