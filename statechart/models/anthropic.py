@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from statechart.errors import ModelError
-from statechart.models.pricing import Price, price_of, usage_of
+from statechart.models.pricing import Price, Priced
 from statechart.models.registry import model_name
 from statechart.records.messages import Message, Reply, Request, ToolCall
 
@@ -27,7 +27,7 @@ DEFAULT_MAX_TOKENS = 1024
 """Anthropic requires `max_tokens`; used when no budget or state caps it."""
 
 
-class AnthropicModel:
+class AnthropicModel(Priced):
     """A `Model` over the messages API. The spec is `anthropic:MODEL`."""
 
     def __init__(
@@ -81,19 +81,9 @@ class AnthropicModel:
             if b.type == "tool_use"
         )
         reply = Reply(content=text, tool_calls=calls, model=response.model or self.model)
-        usage = getattr(response, "usage", None)
-        tokens_in = getattr(usage, "input_tokens", None)
-        tokens_out = getattr(usage, "output_tokens", None)
-        return reply.model_copy(
-            update={
-                "usage": usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
-            }
+        return self.charged(
+            request, reply, getattr(response, "usage", None), ("input_tokens", "output_tokens")
         )
-
-    @property
-    def price(self) -> Price | None:
-        """What this model costs, if known (a strict cost cap needs it)."""
-        return price_of(self.prices, self.model)
 
 
 def messages(request: Request) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statechart.errors import ModelError
-from statechart.models.pricing import Price, price_of, usage_of
+from statechart.models.pricing import Price, Priced
 from statechart.models.registry import model_name
 from statechart.records.messages import Message, Reply, Request, ToolCall
 
@@ -34,7 +34,7 @@ DEFAULT_PRICES: dict[str, Price] = {
 """Micro-dollars per million input and output tokens; override with `prices=`."""
 
 
-class OpenAIModel:
+class OpenAIModel(Priced):
     """A `Model` over chat completions. The spec is `openai:MODEL`."""
 
     def __init__(
@@ -91,19 +91,9 @@ class OpenAIModel:
         reply = Reply(
             content=message.content or "", tool_calls=calls, model=response.model or self.model
         )
-        usage = getattr(response, "usage", None)
-        tokens_in = getattr(usage, "prompt_tokens", None)
-        tokens_out = getattr(usage, "completion_tokens", None)
-        return reply.model_copy(
-            update={
-                "usage": usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
-            }
+        return self.charged(
+            request, reply, getattr(response, "usage", None), ("prompt_tokens", "completion_tokens")
         )
-
-    @property
-    def price(self) -> Price | None:
-        """What this model costs, if known (a strict cost cap needs it)."""
-        return price_of(self.prices, self.model)
 
 
 def messages(request: Request) -> list[dict[str, Any]]:

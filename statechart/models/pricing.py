@@ -9,7 +9,7 @@ from statechart.records import estimate
 from statechart.records.estimate import Price
 from statechart.records.messages import Reply, Request, Usage
 
-__all__ = ["Price", "cost_micros", "price_of", "usage_of"]
+__all__ = ["Price", "Priced", "cost_micros", "price_of", "usage_of"]
 
 
 def cost_micros(prices: Mapping[str, Price], model: str, tokens_in: int, tokens_out: int) -> int:
@@ -47,3 +47,22 @@ def usage_of(
         cost_micros=cost_micros(prices, model, tokens_in, tokens_out),
         missing=missing,
     )
+
+
+class Priced:
+    """What the provider adapters share about cost: their price table and model name."""
+
+    model: str
+    prices: Mapping[str, Price]
+
+    @property
+    def price(self) -> Price | None:
+        """What this model costs, if known (a strict cost cap needs it)."""
+        return price_of(self.prices, self.model)
+
+    def charged(self, request: Request, reply: Reply, usage: Any, fields: tuple[str, str]) -> Reply:
+        """`reply` with the usage the provider reported in `usage` (its input and output
+        token attributes named by `fields`), or an estimate when it reported none."""
+        tokens_in, tokens_out = (getattr(usage, name, None) for name in fields)
+        found = usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
+        return reply.model_copy(update={"usage": found})
