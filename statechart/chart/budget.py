@@ -13,21 +13,55 @@ from statechart.records.spent import KINDS
 
 @dataclass(frozen=True)
 class Budget:
-    """Caps for one level. `None` means no cap for that kind.
+    """Caps for one budget level: the root chart, a state or a sub-chart. `None` is no cap.
 
-    Where a spent level goes is the owner's `on_exhausted`: a sibling state for a
-    state budget, a terminal state for the root chart. A sub-chart that runs out
-    ends in its own `exhausted` terminal, which its parent maps like any exit.
+    Every step is charged to each level around it (`Run.ledger`). Where a spent level
+    goes is its owner's `on_exhausted`: a sibling for a state, a terminal for the root
+    chart. A sub-chart that runs out ends in its own `exhausted` terminal, which its
+    parent maps like any exit. See docs/concepts.md, "Caps and budgets".
+
+    Example:
+        ```python
+        from statechart import Budget, Chart, Edge, State, tool
+
+
+        @tool(retry="safe")
+        def search_kb(query: str) -> str:
+            "Search the knowledge base."
+            return "KB-12"
+
+
+        chart = Chart(
+            "qa",
+            budget=Budget(max_steps=40, max_cost_micros=50_000),  # the whole run: 5 cents
+            states=(
+                State("research", instructions="Look it up.", tools=(search_kb,),
+                      budget=Budget(max_tool_calls=3), on_exhausted="draft"),  # then draft
+                State("draft", instructions="Answer.",  # never past 4k tokens, by any call
+                      budget=Budget(max_tokens=4_000, strict=True)),
+                State("done", kind="terminal"),
+            ),
+            edges=(Edge("research", "draft"), Edge("draft", "done")),
+        )
+        ```
     """
 
     max_steps: int | None = None
+    """Steps driven (routing and human decisions are free); the root chart must set it."""
     max_model_calls: int | None = None
+    """Model calls started, failed ones included."""
     max_tool_calls: int | None = None
+    """Tool calls run, failed ones included (refused ones never ran)."""
     max_input_tokens: int | None = None
+    """Prompt tokens, as the replies' `Usage` reports them."""
     max_output_tokens: int | None = None
+    """Completion tokens; each model call's `max_tokens` is lowered to what is left."""
     max_tokens: int | None = None
+    """Input plus output tokens; each model call's `max_tokens` is lowered to what is left."""
     max_cost_micros: int | None = None
+    """Cost in integer micro-dollars (`1_000_000` is one dollar)."""
     max_wall_seconds: float | None = None
+    """Seconds spent driving (calls, tools, handlers); waiting for a human is free."""
     strict: bool = False
     """Never pass a token or cost cap of this level: each model call's `max_tokens` is
     lowered so its worst case fits, and a call whose worst case cannot fit is not made

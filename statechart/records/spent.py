@@ -22,20 +22,36 @@ KINDS = (
 
 
 class Spent(BaseModel):
-    """What one level has spent (or what one step cost)."""
+    """What one budget level has spent (`Run.ledger`), or what one step cost (`Event.usage`).
+
+    A step's cost is added to every level around the state it started in: `root`, then
+    each enclosing state or sub-chart that has a `Budget`, keyed by its path, so a level
+    sums all its visits and its children's spending. Its `Budget` caps are checked
+    against that sum before every step.
+
+    Example:
+        ```python
+        from statechart import Spent
+
+        reply = Spent(steps=1, model_calls=1, input_tokens=900, output_tokens=40, cost_micros=300)
+        tool = Spent(steps=1, tool_calls=1, wall_ms=12)
+        level = reply + tool  # how a level adds up the steps charged to it
+        assert (level.steps, level.tokens, level.wall_ms) == (2, 940, 12)
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     steps: int = 0
-    """Events charged to this level (each step is one)."""
+    """Steps charged (one each); exhaustion routes, human decisions, resumes are free."""
     model_calls: int = 0
-    """Model calls started."""
+    """Model calls started, failed ones included."""
     tool_calls: int = 0
-    """Tool calls executed."""
+    """Tool calls run, failed ones included (a refused call never ran)."""
     input_tokens: int = 0
-    """Prompt tokens reported by the model."""
+    """Prompt tokens, as the reply's `Usage` reported them (or an adapter's estimate)."""
     output_tokens: int = 0
-    """Completion tokens reported by the model."""
+    """Completion tokens, as the reply's `Usage` reported them (or an adapter's estimate)."""
     cost_micros: int = 0
     """Cost in integer micro-dollars (1_000_000 = one dollar)."""
     wall_ms: int = 0

@@ -21,16 +21,33 @@ DEFAULT_LEASE_TTL = 60.0
 
 @dataclass(frozen=True)
 class Lease:
-    """The right to drive one run, held by one driver until released or expired."""
+    """The right to drive one run, held by one driver until released or expired.
+
+    `drive()` acquires it and renews it with every append; a second driver meanwhile
+    gets `LeaseHeldError`.
+
+    Example:
+        ```python
+        # in async code, with a stored run `run_id`
+        lease = await store.acquire(run_id, "worker-1")  # LeaseHeldError while another holds it
+        try:
+            ...  # append steps with `store.append(step, lease)`
+        finally:
+            await store.release(lease)
+        ```
+    """
 
     run_id: str
+    """The run it is the right to drive."""
     holder: str
     """The driver's name plus a nonce unique to this acquisition (what appends are fenced by)."""
     ttl: float
+    """Seconds it lasts from the last append (or the acquisition) unless renewed."""
     took_over: bool = False
     """The previous holder never released it (killed or interrupted mid-call): an open
     intent may have started, so it is settled by the tool's retry policy."""
     previous: str | None = None
+    """The holder that never released it, when `took_over`."""
     previous_seq: int | None = None
     """The run's seq when the previous holder last wrote: if others wrote since (a human
     approved), nothing of the previous holder's can still be in doubt."""
@@ -43,7 +60,28 @@ def lease_holder(name: str) -> str:
 
 @runtime_checkable
 class Store(Protocol):
-    """Where runs live. All methods are async so database backends fit the same shape."""
+    """Where runs live. All methods are async so database backends fit the same shape.
+
+    `MemoryStore` (tests, benchmarks) and `SQLiteStore` (one file, durable) implement it;
+    the runtime needs nothing else, so a new backend only has to implement these methods.
+
+    Example:
+        ```python
+        import anyio
+
+        from statechart import MemoryStore, SQLiteStore, Store
+
+
+        async def waiting(store: Store) -> list[str]:
+            "Runs waiting for a person, and why: the same code on every backend."
+            return [f"{r.run_id}: {r.reason}" for r in await store.runs(status="waiting")]
+
+
+        for store in (MemoryStore(), SQLiteStore("runs.db")):
+            assert isinstance(store, Store)  # a runtime-checkable protocol
+            print(anyio.run(waiting, store))
+        ```
+    """
 
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         """Store a new run's first snapshot (its replay base) and the open `intents` it starts

@@ -24,11 +24,22 @@ R = TypeVar("R", bound=BaseModel)
 
 
 class MemoryStore:
-    """Keeps every run, event and transcript delta in dictionaries.
+    """Keeps every run, event and transcript delta in dictionaries, for tests and demos.
 
-    `MemoryStore(encode=False)` keeps the records themselves instead of their JSON: no
-    persistence at all, the fastest store, for benchmarks of the framework alone; values
-    a database would refuse are then not caught.
+    Nothing survives the process. Records are kept as JSON, as a database keeps them,
+    so a test meets the values a database would refuse. `MemoryStore(encode=False)`
+    keeps the records themselves: the fastest store, for benchmarks of the framework
+    alone; values a database would refuse are then not caught.
+
+    Example:
+        ```python
+        from statechart import MemoryStore, ScriptedModel, call, reply, run_sync
+
+        chart = ...  # the `hello` chart of the `Chart` example
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        assert run_sync(chart, store=MemoryStore(), model=model).state == "done"
+        fastest = MemoryStore(encode=False)  # for benchmarks: keeps the records as they are
+        ```
     """
 
     def __init__(self, *, encode: bool = True) -> None:

@@ -49,8 +49,25 @@ T = TypeVar("T")
 
 
 class SQLiteStore:
-    """Runs in one SQLite file. `durability="process"` (WAL, `synchronous=NORMAL`) survives a
-    killed process; `"power"` (`synchronous=FULL`) also survives losing power."""
+    """Runs in one SQLite file: every transition is one transaction, readable with SQL.
+
+    `durability="process"` (the default: WAL, `synchronous=NORMAL`) keeps every committed
+    transition through a killed process; `"power"` (`synchronous=FULL`, an fsync per
+    transition) also through losing power. `offload=True` runs each database call in a
+    worker thread. See docs/persistence.md.
+
+    Example:
+        ```python
+        from statechart import ScriptedModel, SQLiteStore, call, reply, run_sync
+
+        chart = ...  # the `hello` chart of the `Chart` example
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        store = SQLiteStore("runs.db")  # a committed step survives a killed process
+        safer = SQLiteStore("audit.db", durability="power")  # and a power cut: fsync each step
+        run = run_sync(chart, store=store, model=model, run_id="hello-1")
+        store.close()  # any process can now show, resume or fork `hello-1` from runs.db
+        ```
+    """
 
     def __init__(
         self,
