@@ -58,6 +58,11 @@ class MissingBudgetError(ChartError):
     """The root chart has no `max_steps`, so a run of it would have no bound."""
 
 
+class DerivationError(ChartError):
+    """A chart cannot be derived as asked (`Chart.replace_state`, `with_tools`, ...): an
+    unknown state or edge, or an edge of a state becoming a sub-chart that no exit covers."""
+
+
 class ChartWarning(UserWarning):
     """A chart or tool that builds but is likely a mistake (a tool with no description, a
     model state shown nothing). Turn it into an error with `warnings.simplefilter`."""
@@ -90,6 +95,11 @@ class EventLoopRunningError(StatechartError, RuntimeError):
 
 class RunError(StatechartError):
     """A run cannot do what was asked in its present state."""
+
+
+class PortError(RunError):
+    """A sub-chart's input or output (`State(input=..., output=...)`) does not fit its
+    type, or its mapping function raised; the message names the state and the fields."""
 
 
 class UnpricedModelError(RunError):

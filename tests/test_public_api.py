@@ -78,6 +78,8 @@ PUBLIC = [
     # what a new user trips on (issue 14)
     "ChartWarning",
     "EventLoopRunningError",
+    # sub-charts as reusable parts (issue 15)
+    "DerivationError",
 ]
 
 

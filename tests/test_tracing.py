@@ -521,6 +521,24 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
         assert a[t.GEN_AI_TOOL_CALL_RESULT] == f"account 42 for {EMAIL}"
 
 
+@pytest.mark.parametrize("content", [False, True])
+def test_a_ported_sub_chart_span_carries_its_input_only_with_content_capture(
+    receiver: Receiver, tmp_path: Path, content: bool
+) -> None:
+    flags = ("--content",) if content else ()
+    out = proc(receiver, tmp_path / "runs.db", "ported", *flags)
+    assert out["runs"]["ported"]["state"] == "done"
+    spans = rx_spans = receiver.wait_for(lambda found: any(s.name == "state look" for s in found))
+    (look,) = named(spans, "state look")
+    (note,) = named(spans, "state look.note")
+    assert note.parent_span_id == look.span_id  # the nesting, as for any sub-chart
+    if content:
+        assert json.loads(look.attributes[t.INPUT]) == {"who": "alice@example.com", "notes": None}
+    else:
+        assert t.INPUT not in look.attributes
+        assert not [s for s in rx_spans for v in s.attributes.values() if "alice@" in str(v)]
+
+
 # -- nothing without configure; sampling ---------------------------------------------------
 
 

@@ -109,6 +109,11 @@ class Decision:
 Handler = Callable[[Any], Awaitable[Decision | str]]
 """An async function of the typed context returning a `Decision` or a target name."""
 ResumeHook = Callable[[Any], Awaitable[Mapping[str, Any]]]
+Port = Mapping[str, str] | Callable[[Any], Any]
+"""How a sub-chart's own context meets its parent's: a mapping of field names (`input`:
+child field <- parent field; `output`: parent field <- child field) or a function
+(`input`: typed parent context -> child context; `output`: typed child context -> a
+patch of parent fields, as a mapping or a parent-type model whose set fields count)."""
 """An async refresh run on resume: takes the typed context, returns a patch."""
 
 
@@ -227,6 +232,17 @@ class State:
     outcome: Outcome = "success"
     """For a terminal: whether ending here is a failure (the CLI exits 4, as for an
     escalated or exhausted run). The implicit `escalated` and `exhausted` are failures."""
+    input: Port | None = None
+    """For `kind="chart"`: the sub-chart runs on a context of its own type, filled from
+    the parent's on entry (see `Port`). Without `input`/`output` it shares the parent's."""
+    output: Port | None = None
+    """For `kind="chart"`: what the sub-chart writes back to the parent when it leaves
+    through a terminal, as one validated write (see `Port`)."""
+
+    @property
+    def ported(self) -> bool:
+        """A chart state whose sub-chart runs on a context of its own."""
+        return self.kind == "chart" and (self.input is not None or self.output is not None)
 
     def __post_init__(self) -> None:
         for name in ("tools", "reads", "writes"):
@@ -304,6 +320,52 @@ class Chart:
                 out[s.name] = s.chart()
         return out
 
+    def replace_state(
+        self, name: str, state: State, *, exits: Mapping[str, str] | None = None
+    ) -> Chart:
+        """A new chart with `state` (named `name`) in place of state `name`; edges into it
+        stay. Made `kind="chart"`, it leaves only by `exits` (`{"done": "draft"}`), which
+        must cover the targets of its old edges (its self-edge is dropped)."""
+        from statechart.chart import derive
+
+        return derive.replace_state(self, name, state, exits=exits, edge=Edge)
+
+    def with_states(self, *states: State, edges: tuple[Edge, ...] = ()) -> Chart:
+        """A new chart with `states` added, and the `edges` that reach them."""
+        from statechart.chart import derive
+
+        return derive.with_states(self, states, edges)
+
+    def with_edges(self, *edges: Edge) -> Chart:
+        """A new chart with `edges` added; one with an existing `source->target` replaces it."""
+        from statechart.chart import derive
+
+        return derive.with_edges(self, edges)
+
+    def without_edges(self, *labels: str) -> Chart:
+        """A new chart without the edges named `"source->target"`."""
+        from statechart.chart import derive
+
+        return derive.without_edges(self, labels)
+
+    def with_tools(self, name: str, *tools: Tool) -> Chart:
+        """A new chart whose state `name` offers exactly `tools` (caps of dropped tools go)."""
+        from statechart.chart import derive
+
+        return derive.with_tools(self, name, tools)
+
+    def with_budget(self, budget: Budget | None) -> Chart:
+        """A new chart with `budget` as the whole chart's budget."""
+        from statechart.chart import derive
+
+        return derive.with_budget(self, budget)
+
+    def with_name(self, name: str) -> Chart:
+        """A new chart with another name (runs and traces show it)."""
+        from statechart.chart import derive
+
+        return derive.with_name(self, name)
+
     @cached_property
     def version(self) -> str:
         """A stable hash of the structure: states, kinds, tools, edges, caps, nested charts."""
@@ -333,12 +395,19 @@ class Chart:
                 f"calls={sorted(s.max_calls.items())} "
                 f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())} "
                 f"approve={s.on_approve} reject={s.on_reject} resume={s.on_resume is not None}"
+                + (f" input={_port(s.input)} output={_port(s.output)}" if s.ported else "")
             )
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")
         for e in self.edges:
             lines.append(f"edge {e.label} guard={e.guard is not None} max={e.max_traversals}")
         return "\n".join(lines)
+
+
+def _port(port: Port | None) -> str:
+    if port is None or isinstance(port, Mapping):
+        return str(sorted((port or {}).items()))
+    return f"{getattr(port, '__module__', '?')}.{getattr(port, '__qualname__', repr(port))}"
 
 
 def complete_states(states: tuple[State, ...]) -> tuple[State, ...]:

@@ -98,7 +98,10 @@ def _finish(chart: Chart, run: Run, db: Path) -> int:
 
 @app.command()
 def run(
-    target: Annotated[str, typer.Argument(help="PATH.py:CHART of the agent.")],
+    target: Annotated[
+        str,
+        typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME."),
+    ],
     input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
     input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
     db: Db = DB_DEFAULT,
@@ -318,7 +321,9 @@ def fork(
 
 
 @app.command()
-def check(target: Annotated[str, typer.Argument(help="PATH.py:CHART")]) -> None:
+def check(
+    target: Annotated[str, typer.Argument(help="PATH.py:NAME, MODULE:NAME or registered NAME")],
+) -> None:
     """Validate a chart (as a lint). Example: statechart check agents/support_triage.py:chart"""
 
     async def go() -> None:
@@ -334,7 +339,9 @@ def check(target: Annotated[str, typer.Argument(help="PATH.py:CHART")]) -> None:
 
 @app.command("diagram")
 def draw(
-    target: Annotated[str | None, typer.Argument(help="PATH.py:CHART")] = None,
+    target: Annotated[
+        str | None, typer.Argument(help="PATH.py:NAME, MODULE:NAME or registered NAME")
+    ] = None,
     run_id: Annotated[str | None, typer.Option("--run", help="Mark this run.")] = None,
     db: Db = DB_DEFAULT,
 ) -> None:

@@ -20,6 +20,7 @@ from statechart.engine.calls import idempotency_key
 from statechart.engine.moves import typed_context
 from statechart.engine.prompt import build_request, model_view
 from statechart.engine.reasons import NEXT_STATE_TOO_SOON, NOT_EXECUTED, not_executed
+from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import Worst, fit
 from statechart.engine.tables import CompiledChart
@@ -167,7 +168,7 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
     if state.kind == "code":
         assert state.handler is not None
         try:
-            context = typed_context(compiled_chart, leaf, run.context)
+            context = typed_context(compiled_chart, leaf, context_at(compiled_chart, run, leaf))
         except ValidationError as exc:
             return Escalate(f"the context does not fit code state '{leaf}': {exc}")
         return RunHandler(state, context)

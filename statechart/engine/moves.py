@@ -13,8 +13,9 @@ from pydantic import BaseModel, ValidationError
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
 from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
+from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on
 from statechart.engine.tables import CompiledChart, Move, Transition, go
-from statechart.errors import validation_problems
+from statechart.errors import PortError, validation_problems
 from statechart.records.messages import Message
 from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
 from statechart.records.spent import Spent
@@ -65,6 +66,17 @@ def try_move(
                     f"state '{path}' was already visited {seen} time(s) "
                     f"(max_visits={state.max_visits}); choose another target"
                 )
+    if ported_on(compiled_chart, move.entered) or ported_on(compiled_chart, move.exited):
+        after = patched(run, compiled_chart.nodes[run.state].scope, patch)
+        try:
+            crossing(
+                compiled_chart,
+                after.get("context", run.context),
+                after.get("contexts", run.contexts),
+                move,
+            )
+        except PortError as exc:
+            return str(exc)
     return move
 
 
@@ -82,7 +94,9 @@ def check_guard(
     """Why the guard of `t`'s edge refuses the move with `patch` applied, or None."""
     assert t.edge is not None and t.edge.guard is not None
     try:
-        context = typed_context(compiled_chart, t.source, {**run.context, **patch})
+        context = typed_context(
+            compiled_chart, t.source, {**context_at(compiled_chart, run, t.source), **patch}
+        )
     except ValidationError as exc:
         return f"the move to '{t.dest}' would leave an invalid context: {validation_problems(exc)}"
     facts = Facts(context=context, run=run, source=t.source, target=t.dest)
@@ -111,11 +125,12 @@ def checked_patch(
     """`patch` as JSON values once the patched context passes its type's validation."""
     if not patch:
         return {}, None
-    context = {**run.context, **patch}
+    node = compiled_chart.nodes[path]
+    context = {**context_at(compiled_chart, run, path), **patch}
     try:
         merged = typed_context(compiled_chart, path, context)
-        if compiled_chart.nodes[path].prefix:  # inside a sub-chart: the root's type must agree too
-            compiled_chart.chart.context.model_validate(context)
+        if node.prefix:  # inside a sub-chart: the type of the context it shares must agree too
+            compiled_chart.scopes[node.scope].model_validate(context)
     except ValidationError as exc:
         return {}, f"invalid values written in '{path}': {validation_problems(exc)}"
     return merged.model_dump(mode="json", include=set(patch)), None
@@ -146,10 +161,15 @@ def commit(
     if not usage.is_zero():
         update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")
+    scope = compiled_chart.nodes[run.state].scope
     if patch:
-        update["context"] = {**run.context, **patch}
+        update.update(patched(run, scope, patch))
+        if scope:
+            fields["scope"] = scope
     visit_key = run.visit.seq if run.visit is not None else None
     if move is not None:
+        if len(compiled_chart.scopes) > 1:
+            _cross(compiled_chart, run, move, update, fields)
         update.update(_entering(compiled_chart, run, move, seq))
         fields["entered"], fields["exited"] = move.entered, move.exited
         if move.transition.edge is not None:
@@ -181,6 +201,32 @@ def commit(
     }
     event = build(Event, values)
     return Step(after, event, messages, opened, closed, checked=head_checked)
+
+
+def _cross(
+    compiled_chart: CompiledChart,
+    run: Run,
+    move: Move,
+    update: dict[str, Any],
+    fields: dict[str, Any],
+) -> None:
+    """Hand contexts across the ported sub-chart borders `move` crosses, into `update`, and
+    record what crossed in the event `fields`. A mapping that fails is recorded as the
+    event's error: its output is not written; a sub-chart it enters starts empty."""
+    context = update.get("context", run.context)
+    contexts = update.get("contexts", run.contexts)
+    try:
+        outputs, inputs = crossing(compiled_chart, context, contexts, move)
+    except PortError as exc:
+        fields["error"] = "; ".join(x for x in (fields.get("error"), f"PortError: {exc}") if x)
+        outputs = {}
+        inputs = {p: {} for p in ported_on(compiled_chart, move.entered)}
+    context, contexts = crossed(compiled_chart, context, contexts, move.exited, outputs, inputs)
+    update["context"], update["contexts"] = context, contexts
+    if outputs:
+        fields["outputs"] = outputs
+    if inputs:
+        fields["inputs"] = inputs
 
 
 def _entering(compiled_chart: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, create_model
 
 from statechart.chart.chart import Chart, State
 from statechart.chart.names import ESCALATED, NEXT_STATE
+from statechart.engine.scopes import context_at
 from statechart.engine.tables import CompiledChart
 from statechart.records.messages import Message, Request, ToolSpec
 from statechart.records.run import Run
@@ -83,7 +84,8 @@ def build_request(
     assert run.visit is not None
     view = model_view(compiled_chart, run.visit.state)
     state = view.state
-    context = {k: run.context.get(k) for k in state.reads}
+    shown = context_at(compiled_chart, run, view.path)
+    context = {k: shown.get(k) for k in state.reads}
     return Request(
         state=view.path,
         instructions=state.instructions,

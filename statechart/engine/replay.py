@@ -13,6 +13,7 @@ from typing import Any
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
 from statechart.engine.reasons import waiting_for_approval
+from statechart.engine.scopes import crossed, patched
 from statechart.engine.strict import breached
 from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
@@ -42,7 +43,16 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     elif run.routed and e.usage.steps:
         u["routed"] = 0
     if e.patch:
-        u["context"] = {**run.context, **e.patch}
+        u.update(patched(run, e.scope, e.patch))
+    if len(compiled_chart.scopes) > 1 and (e.exited or e.inputs):
+        u["context"], u["contexts"] = crossed(
+            compiled_chart,
+            u.get("context", run.context),
+            u.get("contexts", run.contexts),
+            e.exited,
+            e.outputs,
+            e.inputs,
+        )
     if e.model is not None:
         u["model"] = e.model
     if e.breach is not None:

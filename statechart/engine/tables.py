@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Edge, State
 from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, ROOT, SUBSTATES
@@ -57,6 +59,9 @@ class Node:
     """The chart (level) the state belongs to."""
     prefix: str
     """Path prefix of that level: `""` at the root, `"explore."` inside `explore`."""
+    scope: str = ""
+    """Whose context the state reads and writes: `""` for the root's, else the path of the
+    nearest ported chart state around it (a sub-chart with `input=`/`output=`)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ class Move:
     """The model state whose new visit this move starts, if any."""
     status: str = "running"
     """The run's status once here: `running`, `waiting` (approval) or `ended`."""
+    through: tuple[str, ...] = ()
+    """The sub-chart terminals the move passed through on its way out, innermost first."""
 
 
 class CompiledChart:
@@ -122,7 +129,9 @@ class CompiledChart:
         self.nodes: dict[str, Node] = {}
         self.transitions: list[Transition] = []
         self.levels: dict[str, Level] = {}
-        self._tree = self._walk(chart, "")
+        self.scopes: dict[str, type[BaseModel]] = {"": chart.context}
+        """The context type of every scope: the root's, and each ported sub-chart's."""
+        self._tree = self._walk(chart, "", "")
         self.nodes[CANCELLED] = Node(CANCELLED, State(CANCELLED, kind="terminal"), chart, "")
         self._tree.append(CANCELLED)
         for path, node in self.nodes.items():
@@ -159,20 +168,22 @@ class CompiledChart:
         state = self.nodes[path].state
         return state is not None and state.kind != "terminal"
 
-    def _walk(self, chart: Chart, prefix: str) -> list[Any]:
+    def _walk(self, chart: Chart, prefix: str, scope: str) -> list[Any]:
         tree: list[Any] = []
         for s in chart.states:
             path = prefix + s.name
-            self.nodes[path] = Node(path, s, chart, prefix)
+            self.nodes[path] = Node(path, s, chart, prefix, scope)
             if s.kind == "model":
                 for sub in SUBSTATES:
-                    self.nodes[f"{path}.{sub}"] = Node(f"{path}.{sub}", None, chart, prefix)
+                    self.nodes[f"{path}.{sub}"] = Node(f"{path}.{sub}", None, chart, prefix, scope)
                 for trig, src, dst in INTERNAL:
                     self.transitions.append(Transition(trig, f"{path}.{src}", f"{path}.{dst}"))
                 tree.append({"name": s.name, "children": list(SUBSTATES), "initial": "think"})
             elif s.kind == "chart":
                 child = chart.children[s.name]
-                sub_tree = self._walk(child, path + ".")
+                if s.ported:
+                    self.scopes[path] = child.context
+                sub_tree = self._walk(child, path + ".", path if s.ported else scope)
                 tree.append({"name": s.name, "children": sub_tree, "initial": child.initial})
                 for term in child.states:
                     if term.kind == "terminal":
@@ -273,8 +284,10 @@ class CompiledChart:
         """Exited: the source and what it contains, plus every sub-chart host left through
         an exit. Entered: what is active afterwards and was not, or was exited on the way."""
         left = [t.source]
+        through = []
         if t.trigger == EXIT:
             left.append(t.source.rsplit(".", 1)[0])
+            through.append(t.source)
         dest = t.dest
         while True:
             new_leaf = self.descend(dest)
@@ -282,6 +295,7 @@ class CompiledChart:
             if out is None:
                 break
             left.append(new_leaf.rsplit(".", 1)[0])  # a sub-chart terminal: its host is left
+            through.append(new_leaf)
             dest = out.dest
         before, after = self.ancestors(leaf), self.ancestors(new_leaf)
         exited = tuple(
@@ -290,16 +304,21 @@ class CompiledChart:
             if p not in after or any(p == s or p.startswith(s + ".") for s in left)
         )
         entered = tuple(p for p in reversed(after) if p not in before or p in exited)
-        return self._finish(t, new_leaf, exited, entered)
+        return self._finish(t, new_leaf, exited, entered, tuple(through))
 
     def _finish(
-        self, t: Transition, leaf: str, exited: tuple[str, ...], entered: tuple[str, ...]
+        self,
+        t: Transition,
+        leaf: str,
+        exited: tuple[str, ...],
+        entered: tuple[str, ...],
+        through: tuple[str, ...] = (),
     ) -> Move:
         counted = tuple(p for p in entered if self.nodes[p].state is not None)
         owner, state = self.owner_state(leaf)
         visit = owner if state.kind == "model" and owner in entered else None
         status = status_of(self, leaf)
-        return Move(t, leaf, exited, entered, counted, visit, status)
+        return Move(t, leaf, exited, entered, counted, visit, status, through)
 
     @cached_property
     def user_edges(self) -> dict[str, Transition]:

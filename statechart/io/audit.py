@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,4 +72,7 @@ def render(run: Run, events: Sequence[Event]) -> str:
     )
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     lines.append(f"now: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
+    lines.append(f"context: {json.dumps(run.context, sort_keys=True)}")
+    for scope, values in run.contexts.items():  # ported sub-charts, outermost first
+        lines.append(f"context of {scope}: {json.dumps(values, sort_keys=True)}")
     return "\n".join(lines)

@@ -2,6 +2,9 @@
 
 `agents/` is not an importable package (the name is taken on PyPI), so a chart
 file is imported from its path under a module name derived from that path.
+
+Installed packages register charts under the `statechart.charts` entry-point group
+(`registered_charts()`); a target without a `:` is one of those names.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import inspect
 import os
 import sys
 from collections.abc import Iterator
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
 
@@ -23,8 +27,11 @@ from statechart.errors import LoadError, StatechartError
 def load_chart(target: str) -> tuple[Chart, ModuleType]:
     """The chart `target` names (a `Chart`, or a function returning one) and its module.
 
-    `target` is `PATH.py:NAME` (a file, imported by path) or `MODULE:NAME` (an importable
-    module, e.g. `myapp.agents:chart`)."""
+    `target` is `PATH.py:NAME` (a file, imported by path), `MODULE:NAME` (an importable
+    module, e.g. `myapp.agents:chart`) or, without a `:`, the name an installed package
+    registered the chart under (`registered_charts()`)."""
+    if ":" not in target:
+        return load_chart(registered(target).value)
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise LoadError(
@@ -95,8 +102,46 @@ def _import(name: str) -> ModuleType:
         ) from None
 
 
+GROUP = "statechart.charts"
+"""The entry-point group installed packages register charts under."""
+
+
+def registered_charts() -> list[EntryPoint]:
+    """The charts installed packages register, by name: in a package's `pyproject.toml`,
+    `[project.entry-points."statechart.charts"]` then `NAME = "MODULE:ATTR"` (a `Chart`
+    or a function with no arguments that builds one)."""
+    return sorted(entry_points(group=GROUP), key=lambda ep: (ep.name, ep.value))
+
+
+def registered(name: str) -> EntryPoint:
+    """The entry point registered as `name`; a LoadError if none or two disagree."""
+    found = {ep.value: ep for ep in registered_charts() if ep.name == name}
+    if not found:
+        names = ", ".join(sorted({ep.name for ep in registered_charts()})) or "none"
+        raise LoadError(
+            f"'{name}' is not PATH.py:NAME or MODULE:NAME, nor a chart an installed package "
+            f"registers (registered: {names}; see `statechart charts`); e.g. "
+            "agents/support_triage.py:chart"
+        )
+    if len(found) > 1:
+        raise LoadError(
+            f"chart name '{name}' is registered twice, as {' and '.join(sorted(found))}; "
+            "give the one you mean as MODULE:NAME"
+        )
+    (ep,) = found.values()
+    if ":" not in ep.value:
+        raise LoadError(
+            f"registered chart '{name}' names '{ep.value}', not MODULE:ATTR; the package "
+            f'that registers it must give e.g. {name} = "{ep.value}:chart"'
+        )
+    return ep
+
+
 def chart_source(target: str) -> str:
-    """`target` as a source that loads from any working directory: a path made absolute."""
+    """`target` as a source that loads from any working directory: a path made absolute,
+    a registered name as the `MODULE:NAME` it stands for."""
+    if ":" not in target:
+        return registered(target).value
     path, _, name = target.rpartition(":")
     return f"{Path(path).resolve()}:{name}" if _is_path(path) else target
 

@@ -83,11 +83,24 @@ Actor = Literal["model", "code", "human", "system"]
 
 
 class QueuedCall(BaseModel):
-    """A call from a model reply that has not run yet (calls run one per step, in order)."""
+    """A call from a model reply that has not run yet (calls run one per step, in order).
+
+    `Run.pending` holds them; while the run waits for an approval, the head is the call
+    a person decides on.
+
+    Example:
+        ```python
+        # `run` waits in `resolve.approve`: its model asked for `refund`, a needs_approval tool
+        head = run.pending[0]
+        assert (head.call.name, head.call.arguments) == ("refund", {"order": "A-7", "amount": 20})
+        assert head.approved_by is None  # `approve(..., by="dana")` sets it; then it runs
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     call: ToolCall
+    """The call as the model sent it, or as a person edited it when approving."""
     approved_by: str | None = None
     """Set once a human approved this call; it then runs without asking again."""
     key: str | None = None
@@ -99,23 +112,45 @@ class Intent(BaseModel):
 
     The event that records an intent is the one that leaves the call at the head of the
     queue in `act`; `key` is written with it and handed to keyed tools and reconcile hooks.
+    `Store.intents(run_id)` lists them, in order.
+
+    Example:
+        ```python
+        # in async code: calls of run `run_id` recorded to run and not completed (one
+        # waiting for approval, or one a killed driver may have started)
+        open_calls = [i for i in await store.intents(run_id) if not i.completed]
+        print([(i.call.name, i.state, i.key) for i in open_calls])
+        ```
     """
 
     model_config = ConfigDict(frozen=True)
 
     call: ToolCall
+    """The call, with the arguments it runs with."""
     state: str
     """Path of the model state the call belongs to."""
     seq: int
     """Seq of the event that recorded the intent."""
     key: str | None = None
+    """The call's idempotency key (see docs/persistence.md, "Side effects")."""
     completed: bool = False
     """True once the call left the queue: it ran, or was refused, rejected or dropped."""
     completed_seq: int | None = None
+    """Seq of the event that completed it, once `completed`."""
 
 
 class Visit(BaseModel):
-    """The current visit of a model state; reset on every entry."""
+    """The current visit of a model state (`Run.visit`); reset on every entry.
+
+    Per-visit caps (`max_iterations`, `max_calls`) count against it.
+
+    Example:
+        ```python
+        # `run` is back in `research.think` after the model's first reply ran one search
+        visit = run.visit
+        assert (visit.state, visit.iterations, visit.calls) == ("research", 1, {"search_kb": 1})
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -133,11 +168,27 @@ class Visit(BaseModel):
 
 
 class Run(BaseModel):
-    """One execution, as data. The snapshot the store keeps is this record."""
+    """One execution, as data. The snapshot the store keeps is this record.
+
+    Frozen: every step makes a new one (`Step.run`); `Store.load` returns the latest.
+
+    Example:
+        ```python
+        from statechart import MemoryStore, ScriptedModel, call, reply, run_sync
+
+        chart = ...  # the `hello` chart of the `Chart` example
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        run = run_sync(chart, store=MemoryStore(), model=model)
+        assert (run.state, run.status) == ("done", "ended")
+        spent = run.ledger["root"]  # the whole run; a budgeted state's share is under its path
+        assert (spent.steps, spent.model_calls) == (2, 1)
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     run_id: str
+    """Unique in its store: `start(run_id=...)`, or a random hex id."""
     chart: str
     """Name of the root chart."""
     chart_version: str
@@ -147,8 +198,13 @@ class Run(BaseModel):
     state: str
     """Full path of the current leaf state (`research.think`, `explore.search.act`)."""
     status: Status = "running"
+    """`running` (steps remain), `waiting` (for a person to `approve` or `reject`) or
+    `ended` (in a terminal, `cancelled` included)."""
     context: dict[str, Any] = Field(default_factory=dict)
     """The context as JSON-ready values (validated by the chart's context type)."""
+    contexts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The own context of every active ported sub-chart (one with `input=`/`output=`),
+    by the path of the chart state hosting it; `context` is the root's."""
     seq: int = 0
     """Seq of the last event; the next event is `seq + 1`."""
     visits: dict[str, int] = Field(default_factory=dict)
@@ -161,6 +217,7 @@ class Run(BaseModel):
     breached: dict[str, str] = Field(default_factory=dict)
     """Strict levels a reply overran (level -> the cap kind): spent from then on."""
     visit: Visit | None = None
+    """The current visit of a model state; None elsewhere."""
     pending: tuple[QueuedCall, ...] = ()
     """Calls of the last reply still to run; the head is the open intent while in `act`."""
     reason: str = ""
@@ -173,10 +230,13 @@ class Run(BaseModel):
     lineage_root: str = ""
     """Id of the first run of this lineage (forks keep it; idempotency keys use it)."""
     parent_run: str | None = None
+    """For a fork: the run it was forked from."""
     parent_seq: int | None = None
+    """For a fork: the parent's seq it starts after (its events up to there are shared)."""
     trace: dict[str, str] = Field(default_factory=dict)
     """Propagated trace context (filled by tracing)."""
     created_at: float = 0.0
+    """When `start` (or `fork`) created it, in seconds since the epoch."""
 
     @field_validator("ledger", mode="before")
     @classmethod
@@ -188,18 +248,40 @@ class Run(BaseModel):
 
 
 class Event(BaseModel):
-    """One immutable row per transition. The run is a fold of its events."""
+    """One immutable row per transition. The run is a fold of its events.
+
+    `Store.events(run_id)` returns them in order: the run's audit trail.
+
+    Example:
+        ```python
+        # in async code, after driving the run `run_id` on `store`
+        events = await store.events(run_id)
+        refused = [e for e in events if e.refused]  # moves code refused, and why
+        decided = [(e.seq, e.by, e.trigger) for e in events if e.actor == "human"]
+        forced = [e.exhausted for e in events if e.exhausted]  # e.g. ["research:tool_calls"]
+        ```
+    """
 
     model_config = ConfigDict(frozen=True)
 
     run_id: str
+    """The run this event belongs to."""
     seq: int
+    """Its place in the run: 1, 2, 3, ... (unique per run: what fences concurrent writers)."""
     time: float
+    """When it happened, in seconds since the epoch."""
     source: str
+    """Full path of the leaf state the step started in (`research.think`)."""
     target: str
+    """Full path of the leaf state after; the same as `source` when the state did not move."""
     trigger: str
+    """What fired: `propose`, `results`, `next_call`, `refuse`, `ask`, `go:PATH`,
+    `exhaust:LEVEL`, `approved`, `rejected`, `cancel`, `resume`, `takeover`, ..."""
     actor: Actor
+    """Who caused it: `model` (a reply, a move it chose), `code` (a tool or handler ran),
+    `human` (approve, reject, cancel) or `system` (budgets, escalation, recovery)."""
     reason: str = ""
+    """Why, in words: a route, an escalation, a wait, a person's note."""
     usage: Spent = Spent()
     """What this step cost (charged to every level containing `source`)."""
     call: ToolCall | None = None
@@ -211,6 +293,7 @@ class Event(BaseModel):
     refused: str | None = None
     """Why a proposed move was refused; the state did not change."""
     error: str | None = None
+    """What failed, as `Type: message`: a tool, a handler, the model call, a context."""
     patch: dict[str, Any] = Field(default_factory=dict)
     """Context fields this step wrote."""
     visit: int | None = None
@@ -220,7 +303,9 @@ class Event(BaseModel):
     fingerprint: str | None = None
     """Fingerprint of the executed call, if one ran."""
     entered: tuple[str, ...] = ()
+    """States entered, outermost first."""
     exited: tuple[str, ...] = ()
+    """States exited, innermost first."""
     exhausted: str | None = None
     """`level:kind` of the budget or cap that forced this move: `root:steps`,
     `research:iterations`, `explore:tokens` (kinds are `Spent` fields, `iterations` or
@@ -239,6 +324,13 @@ class Event(BaseModel):
     """The model spec the run uses from this event on (a switch of model)."""
     outcome: str | None = None
     """The outcome class of the executed call's result (its `outcome` field), for mining."""
+    scope: str = ""
+    """Whose context `patch` wrote: `""` the root's, else the path of a ported sub-chart."""
+    outputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Ported sub-charts this move left (innermost first) -> the patch each wrote to the
+    context around it, as computed: replay applies it without calling a mapping again."""
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Ported sub-charts this move entered (outermost first) -> their first context."""
     usage_missing: bool = False
     """The provider's reply carried no usage: `usage` holds a conservative estimate."""
     breach: str | None = None
@@ -264,10 +356,22 @@ class CheckedCall:
 
 @dataclass(frozen=True)
 class Step:
-    """What one `step()` did: the event, the run after it, and the transcript delta."""
+    """What one `step()` did: the event, the run after it, and the transcript delta.
+
+    `drive()` yields one per transition, once it is stored.
+
+    Example:
+        ```python
+        # in async code, with `chart`, `store`, `model` and a started `run`
+        async for record in drive(chart, run, store=store, model=model):
+            print(record.event.seq, record.event.trigger, record.refused or "", record.spent.tokens)
+        ```
+    """
 
     run: Run
+    """The run after this step."""
     event: Event
+    """The event recording it."""
     messages: tuple[Message, ...] = ()
     """The transcript messages this step added (the event's `delta` counts them)."""
     opened: Intent | None = None

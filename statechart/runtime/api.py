@@ -18,6 +18,7 @@ from statechart import tracing
 from statechart.chart.chart import Chart
 from statechart.engine import human
 from statechart.engine.reasons import waiting_for_approval
+from statechart.engine.scopes import entered_at_start
 from statechart.engine.tables import compiled
 from statechart.errors import ConflictError, EventLoopRunningError, RunNotFoundError
 from statechart.io.loading import source_of
@@ -97,6 +98,7 @@ async def start(
         model=model.spec,
         state=leaf,
         context=ctx,
+        contexts=entered_at_start(compiled_chart, ctx, leaf),
         visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id,

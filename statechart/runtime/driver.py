@@ -33,6 +33,7 @@ from statechart.engine.effects import (
     plan,
 )
 from statechart.engine.moves import typed_context
+from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
@@ -330,7 +331,8 @@ async def _refresh_inputs(
     problem = None
     if state.on_resume is not None:
         try:
-            found = await state.on_resume(typed_context(compiled_chart, owner, run.context))
+            shown = context_at(compiled_chart, run, owner)
+            found = await state.on_resume(typed_context(compiled_chart, owner, shown))
             patch = dict(found or {})
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"

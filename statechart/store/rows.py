@@ -30,6 +30,9 @@ BODY = {
     "outcome",
     "usage_missing",
     "breach",
+    "scope",
+    "outputs",
+    "inputs",
 }
 USAGE = (
     "steps",

@@ -112,6 +112,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE events SET trigger = 'exhaust:root' WHERE trigger = 'exhaust:'",
         # Events may now carry `usage_missing` and `breach` in their JSON body: no DDL.
     ),
+    4: (
+        # Ported sub-charts: snapshots may hold `contexts`, events `scope`, `inputs` and
+        # `outputs` (JSON). No DDL: the version keeps older code, which would fold them
+        # wrongly, from opening a file that has them.
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -27,6 +27,8 @@ ACTOR = "statechart.actor"
 STEP = "statechart.step"
 GUARD_REFUSED = "statechart.guard.refused"
 EXHAUSTED = "statechart.budget.exhausted"
+INPUT = "statechart.input"
+"""A ported sub-chart's first context (JSON), on its `state` span, with content capture on."""
 BUDGET = "statechart.budget"
 """Prefix: `statechart.budget.<level>.<kind>.spent` and `.left` (`root` is the chart)."""
 

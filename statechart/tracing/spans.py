@@ -35,6 +35,7 @@ from statechart.tracing.attributes import (
     GEN_AI_TOOL_NAME,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
+    INPUT,
     RUN_ID,
     STATE,
 )
@@ -193,14 +194,17 @@ class RunTrace:
                 continue
             span = self.states.get(path)
             if span is None:
+                attributes: dict[str, Any] = {
+                    STATE: path,
+                    RUN_ID: run.run_id,
+                    "statechart.visit": run.visits.get(path, 0),
+                }
+                if facts.capture_content and path in run.contexts:  # a ported sub-chart
+                    attributes[INPUT] = canonical_json(run.contexts[path])
                 span = self.states[path] = self.tracer.start_span(
                     f"state {path}",
                     context=trace.set_span_in_context(parent),
-                    attributes={
-                        STATE: path,
-                        RUN_ID: run.run_id,
-                        "statechart.visit": run.visits.get(path, 0),
-                    },
+                    attributes=attributes,
                 )
             parent = span
 

@@ -4,6 +4,7 @@ interrupted call by its retry policy, refusing a changed chart unless migrated."
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sqlite3
 import subprocess
@@ -705,3 +706,52 @@ def test_any_doubt_about_the_holder_means_waiting() -> None:
     )
     gone = int(done.stdout)
     assert known_dead(f"{boot}/{ns}/{gone}/1")
+
+
+def test_a_kill_inside_a_ported_sub_chart_resumes_with_its_own_context_and_runs_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """SIGKILLed right after the child's keyed tool ran (its result not stored): the stored
+    child context is intact, the resumer settles the call under its recorded key (the
+    outside system sees one effect), and the output reaches the parent."""
+    from tests.support import ported_proc as proc
+
+    db, effects = tmp_path / "ported.db", tmp_path / "effects.txt"
+    root = Path(__file__).parents[2]
+
+    def child(op: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.support.ported_proc", op, str(db), str(effects)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(root), **env},
+        )
+
+    killed = child("start", STATECHART_FAILPOINT="tool.returned:1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    store = SQLiteStore(db)
+    stopped = anyio.run(store.load, proc.RUN_ID)
+    assert stopped.state == "look.fetch.act" and stopped.context == {
+        "order_id": "A-7",
+        "note": None,
+    }
+    assert stopped.contexts == {"look": {"ref": "A-7", "found": None}}
+    assert effects.read_text().count("A-7") == 1
+    store.close()
+    done = child("resume")
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(db)
+    end = anyio.run(store.load, proc.RUN_ID)
+    events = anyio.run(store.events, proc.RUN_ID)
+    assert (end.state, end.context, end.contexts) == (
+        "done",
+        {"order_id": "A-7", "note": "record of A-7"},
+        {},
+    )
+    assert effects.read_text().splitlines() == [effects.read_text().splitlines()[0]]
+    assert any(e.trigger == "takeover" for e in events)
+    base = anyio.run(store.base, proc.RUN_ID)
+    assert replay(compiled(proc.chart()), base, events) == end
+    store.close()

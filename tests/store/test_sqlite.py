@@ -220,7 +220,7 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> 
     db.commit()
     db.close()
     store = SQLiteStore(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     rows = store._db.execute("SELECT version, description, source FROM charts").fetchall()
     assert rows == [("v-old", "chart old", None)]
     store.close()
@@ -329,7 +329,7 @@ async def test_a_schema_2_file_is_migrated_root_named_and_its_runs_go_on(tmp_pat
     shutil.copyfile(Path(__file__).parent / "data" / "schema_2.db", path)
     store = SQLiteStore(path)
     db = store._db
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     ledgers = dict(db.execute("SELECT run_id, json_extract(snapshot, '$.ledger') FROM runs"))
     assert json.loads(ledgers[old.EXHAUSTED_ID]) == {
         "root": {"steps": 12, "model_calls": 6, "tool_calls": 6, "wall_ms": 1}

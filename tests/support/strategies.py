@@ -28,6 +28,31 @@ class Ctx(BaseModel):
 FIELDS = tuple(Ctx.model_fields)
 
 
+class Scoped(BaseModel):
+    """The own context of a ported sub-chart: the same field names as `Ctx` (the drawn
+    states read and write those), but another type and, at run time, another instance."""
+
+    count: int = 0
+    note: str = ""
+
+
+def _into(ctx: Any) -> Scoped:
+    return Scoped(count=ctx.count + 1, note=f"in:{ctx.note}"[:20])
+
+
+def _back(ctx: Any) -> dict[str, Any]:
+    return {"count": ctx.count * 2 % 7, "note": f"out:{ctx.note}"[:20]}
+
+
+INPUTS: tuple[Any, ...] = (None, {"count": "count"}, {"note": "note", "count": "count"}, _into)
+OUTPUTS: tuple[Any, ...] = (
+    {"count": "count"},
+    {"note": "note"},
+    _back,
+    {"count": "count", "note": "note"},
+)
+
+
 @dataclass(frozen=True)
 class ChartOptions:
     """What a generated chart is made of, beyond its shape.
@@ -44,6 +69,8 @@ class ChartOptions:
     approval_first: bool = False
     strict: bool = False
     """Every budget is `strict=True` (its token and cost caps are hard)."""
+    ports: bool = False
+    """Chart states may run their sub-chart on a context of its own (random mappings)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +101,13 @@ def _budget(draw: st.DrawFn, scale: int, strict: bool = False) -> Budget | None:
 
 
 @st.composite
-def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root") -> Level:
+def levels(
+    draw: st.DrawFn,
+    options: ChartOptions,
+    depth: int,
+    name: str = "root",
+    context: type[BaseModel] = Ctx,
+) -> Level:
     """One chart level: s0..sN (model, code, approval, chart), then terminals.
 
     `s{i}` always has a way to `s{i+1}` (or `done`), so every state is reachable.
@@ -140,7 +173,12 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
             extra["on_approve"] = nxt
             extra["on_reject"] = "failed" if last and "failed" in terminals else outlet()
         else:
-            child = draw(levels(options, depth - 1, f"{name}_{sname}"))
+            ported = options.ports and draw(st.booleans())
+            inner: type[BaseModel] = Scoped if ported else context
+            child = draw(levels(options, depth - 1, f"{name}_{sname}", inner))
+            if ported:
+                extra["input"] = draw(st.sampled_from(INPUTS))
+                extra["output"] = draw(st.sampled_from(OUTPUTS))
             exits = {"done": nxt}
             for term in (*child.terminals[1:], ESCALATED, EXHAUSTED):
                 if term in child.terminals or draw(st.booleans()):
@@ -165,7 +203,7 @@ def levels(draw: st.DrawFn, options: ChartOptions, depth: int, name: str = "root
             name,
             states=tuple(states),
             edges=tuple(edges),
-            context=Ctx,
+            context=context,
             budget=budget,
             on_exhausted=on_exhausted,
         )

@@ -195,7 +195,49 @@ async def rebuilt(store: SQLiteStore) -> dict[str, Run]:
     return runs
 
 
+class Outer(BaseModel):
+    customer: str = "alice@example.com"
+    summary: str | None = None
+
+
+class Inner(BaseModel):
+    who: str
+    notes: str | None = None
+
+
+def ported() -> Chart:
+    """A sub-chart on a context of its own: its state span may carry its input."""
+
+    def inner() -> Chart:
+        return Chart(
+            "inner",
+            states=(State("note", writes=("notes",), instructions="Note."), DONE),
+            edges=(Edge("note", "done"),),
+            context=Inner,
+        )
+
+    return Chart(
+        "ported",
+        states=(
+            State(
+                "look",
+                kind="chart",
+                chart=inner,
+                input={"who": "customer"},
+                output={"summary": "notes"},
+                exits={"done": "done"},
+            ),
+            DONE,
+        ),
+        context=Outer,
+        budget=Budget(max_steps=10),
+    )
+
+
 async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
+    if name == "ported":
+        model = scripted(reply(call("next_state", "n1", target="done", notes="ok"), usage=U))
+        return {"ported": await go(ported(), store, model, "ported")}
     if name.startswith("nested"):
         return await nested(store, name)
     if name == "rebuilt":

@@ -1,0 +1,407 @@
+"""Sub-charts with their own context: input and output ports, the same child twice, at two
+levels of two agents, what a failing child hands back, and replay without mappings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from statechart import (
+    Budget,
+    Chart,
+    Decision,
+    Edge,
+    MemoryStore,
+    Run,
+    ScriptedModel,
+    State,
+    UndeclaredFieldError,
+    call,
+    reply,
+    run_to_end,
+    start,
+)
+from statechart.engine import compiled, replay
+
+pytestmark = pytest.mark.anyio
+
+
+class Inquiry(BaseModel):
+    """The research child's own context: shares no field with any parent below."""
+
+    topic: str
+    findings: str | None = None
+    sources: int = 0
+
+
+def research() -> Chart:
+    return Chart(
+        "research",
+        states=(
+            State(
+                "dig",
+                reads=("topic",),
+                writes=("findings", "sources"),
+                instructions="Research the topic.",
+            ),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("dig", "done"),),
+        context=Inquiry,
+    )
+
+
+class Ticket(BaseModel):
+    ticket_id: str
+    customer: str = ""
+    about_customer: str | None = None
+    about_order: str | None = None
+    source_count: int = 0
+
+
+def support() -> Chart:
+    """The research child twice in one parent, with two mappings."""
+    return Chart(
+        "support",
+        states=(
+            State(
+                "research_customer",
+                kind="chart",
+                chart=research,
+                input={"topic": "customer"},
+                output={"about_customer": "findings", "source_count": "sources"},
+                exits={"done": "research_order"},
+            ),
+            State(
+                "research_order",
+                kind="chart",
+                chart=research,
+                input={"topic": "ticket_id"},
+                output={"about_order": "findings"},
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=30),
+    )
+
+
+def finding(text: str, sources: int = 1) -> Any:
+    return reply(call("next_state", target="done", findings=text, sources=sources))
+
+
+async def drive(
+    chart: Chart, replies: list[Any], context: dict[str, Any]
+) -> tuple[Run, list[Any], ScriptedModel, MemoryStore]:
+    store, model = MemoryStore(), ScriptedModel(replies)
+    run = await start(chart, store=store, model=model, context=context)
+    end = await run_to_end(chart, run, store=store, model=model)
+    return end, await store.events(end.run_id), model, store
+
+
+async def test_the_same_child_twice_in_one_parent_with_two_mappings() -> None:
+    end, events, model, store = await drive(
+        support(),
+        [finding("a loyal customer", 3), finding("order shipped late")],
+        {"ticket_id": "T-9", "customer": "Ada"},
+    )
+    assert end.state == "done"
+    assert end.context == {
+        "ticket_id": "T-9",
+        "customer": "Ada",
+        "about_customer": "a loyal customer",
+        "about_order": "order shipped late",
+        "source_count": 3,
+    }
+    assert end.contexts == {}
+    first, second = model.requests
+    assert (first.state, first.context) == ("research_customer.dig", {"topic": "Ada"})
+    assert (second.state, second.context) == ("research_order.dig", {"topic": "T-9"})
+    assert end.visits["research_customer.dig"] == 1 and end.visits["research_order.dig"] == 1
+    entered = [e for e in events if e.inputs]
+    assert [e.inputs for e in entered] == [
+        {"research_order": {"topic": "T-9", "findings": None, "sources": 0}}
+    ]
+    left = [e for e in events if e.outputs]
+    assert [e.outputs for e in left] == [
+        {"research_customer": {"about_customer": "a loyal customer", "source_count": 3}},
+        {"research_order": {"about_order": "order shipped late"}},
+    ]
+    patched = [e for e in events if e.patch]
+    assert [e.scope for e in patched] == ["research_customer", "research_order"]
+    cc = compiled(support())
+    assert replay(cc, await store.base(end.run_id), events) == end
+
+
+async def test_while_inside_the_child_the_snapshot_holds_its_own_context() -> None:
+    chart = support()
+    store, model = MemoryStore(), ScriptedModel([finding("x")])
+    run = await start(
+        chart, store=store, model=model, context={"ticket_id": "T-1", "customer": "Bo"}
+    )
+    assert run.contexts == {"research_customer": {"topic": "Bo", "findings": None, "sources": 0}}
+    assert "topic" not in run.context
+
+
+class Case(BaseModel):
+    case_id: str
+    verdict: str | None = None
+
+
+class Review(BaseModel):
+    """A middle level with its own context, hosting research two levels down."""
+
+    subject: str
+    evidence: str | None = None
+
+
+def review() -> Chart:
+    return Chart(
+        "review",
+        states=(
+            State(
+                "investigate",
+                kind="chart",
+                chart=research,
+                input={"topic": "subject"},
+                output={"evidence": "findings"},
+                exits={"done": "decide"},
+            ),
+            State("decide", kind="code", handler=decide, writes=("evidence",)),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("decide", "done"),),
+        context=Review,
+    )
+
+
+async def decide(ctx: Review) -> Decision:
+    return Decision("done", patch={"evidence": f"{ctx.evidence} (checked)"})
+
+
+def casework() -> Chart:
+    """Another agent: research nested at the second level, under a ported review."""
+    return Chart(
+        "casework",
+        states=(
+            State(
+                "review",
+                kind="chart",
+                chart=review,
+                input={"subject": "case_id"},
+                output={"verdict": "evidence"},
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Case,
+        budget=Budget(max_steps=30),
+    )
+
+
+async def test_the_child_nested_two_levels_down_in_another_agent() -> None:
+    end, events, model, store = await drive(casework(), [finding("fraud ring")], {"case_id": "C-3"})
+    assert end.state == "done"
+    assert end.context == {"case_id": "C-3", "verdict": "fraud ring (checked)"}
+    (request,) = model.requests
+    assert (request.state, request.context) == ("review.investigate.dig", {"topic": "C-3"})
+    assert events[0].inputs == {} or True
+    assert replay(compiled(casework()), await store.base(end.run_id), events) == end
+
+
+async def test_a_child_that_escalates_hands_back_only_what_it_holds() -> None:
+    async def give_up(ctx: Inquiry) -> Decision:
+        return Decision("escalated", patch={"findings": "partial lead"})
+
+    def flaky() -> Chart:
+        return Chart(
+            "flaky",
+            states=(
+                State("try", kind="code", handler=give_up, writes=("findings",)),
+                State("done", kind="terminal"),
+            ),
+            edges=(Edge("try", "done"),),
+            context=Inquiry,
+        )
+
+    chart = Chart(
+        "parent",
+        states=(
+            State(
+                "ask",
+                kind="chart",
+                chart=flaky,
+                input={"topic": "ticket_id"},
+                output={"about_order": "findings", "customer": "topic", "source_count": "sources"},
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
+    )
+    end, events, _, _ = await drive(
+        chart, [], {"ticket_id": "T-5", "customer": "Cy", "source_count": 7}
+    )
+    assert end.state == "escalated"
+    # gathered values come back (findings, topic, sources 0 is a value, not None)
+    assert end.context["about_order"] == "partial lead" and end.context["customer"] == "T-5"
+    assert end.context["source_count"] == 0
+    assert [e.outputs for e in events if e.outputs] == [
+        {"ask": {"about_order": "partial lead", "customer": "T-5", "source_count": 0}}
+    ]
+
+
+async def test_a_failing_output_function_refuses_the_move_out_and_loses_nothing() -> None:
+    """The move that would leave the child is refused back to the model with the reason;
+    when the run then escalates, the exit records the error and writes nothing."""
+
+    def broken(ctx: Inquiry) -> dict[str, Any]:
+        raise RuntimeError("mapping broke")
+
+    chart = Chart(
+        "parent",
+        states=(
+            State(
+                "look",
+                kind="chart",
+                chart=research,
+                input={"topic": "ticket_id"},
+                output=broken,
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
+    )
+    end, events, _, _ = await drive(chart, [finding("x")], {"ticket_id": "T-1"})
+    why = "the output function of sub-chart state 'look' raised RuntimeError: mapping broke"
+    assert [e.refused for e in events if e.refused] == [why]
+    assert end.state == "escalated" and end.context["about_order"] is None
+    assert str(events[-1].error).endswith(f"; PortError: {why}") and end.contexts == {}
+    assert str(events[-1].error).startswith("ModelError")  # why it escalated is kept
+
+
+async def test_function_ports_convert_between_types() -> None:
+    def into(t: Ticket) -> Inquiry:
+        return Inquiry(topic=f"{t.customer}/{t.ticket_id}")
+
+    def back(i: Inquiry) -> dict[str, Any]:
+        return {"about_customer": (i.findings or "").upper(), "source_count": i.sources * 10}
+
+    chart = Chart(
+        "parent",
+        states=(
+            State(
+                "look",
+                kind="chart",
+                chart=research,
+                input=into,
+                output=back,
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
+    )
+    end, _, model, _ = await drive(
+        chart, [finding("ok", 2)], {"ticket_id": "T-2", "customer": "Di"}
+    )
+    assert model.requests[0].context == {"topic": "Di/T-2"}
+    assert (end.context["about_customer"], end.context["source_count"]) == ("OK", 20)
+
+
+def ported(**ports: Any) -> Chart:
+    return Chart(
+        "parent",
+        states=(
+            State("look", kind="chart", chart=research, exits={"done": "done"}, **ports),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
+    )
+
+
+@pytest.mark.parametrize(
+    ("ports", "message"),
+    [
+        (
+            {"input": {"topic": "nope"}},
+            r"state 'look': input maps 'topic' <- 'nope', but Ticket has no field 'nope'",
+        ),
+        (
+            {"input": {"subject": "customer"}},
+            r"input maps 'subject' <- 'customer', but Inquiry has no field 'subject'",
+        ),
+        (
+            {"input": {"topic": "source_count"}},
+            r"input maps Inquiry.topic \(str\) <- Ticket.source_count \(int\); the types differ",
+        ),
+        (
+            {"input": {"topic": "customer"}, "output": {"source_count": "findings"}},
+            r"output maps Ticket.source_count \(int\) <- Inquiry.findings",
+        ),
+        (
+            {"output": {"about_order": "findings"}},
+            r"requires Inquiry.topic, which input= does not fill",
+        ),
+    ],
+)
+def test_ports_that_do_not_fit_fail_when_the_chart_is_built(
+    ports: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UndeclaredFieldError, match=message):
+        ported(**ports)
+
+
+def test_a_shared_context_child_still_needs_the_fields_of_the_level_around_it() -> None:
+    """Without ports a child shares the context around it; inside a ported child that is
+    the ported child's own context, not the root's."""
+
+    class Notes(BaseModel):
+        findings: str | None = None
+
+    def notes() -> Chart:
+        return Chart(
+            "notes",
+            states=(
+                State("write", writes=("findings",), instructions="Write."),
+                State("done", kind="terminal"),
+            ),
+            edges=(Edge("write", "done"),),
+            context=Notes,
+        )
+
+    def middle() -> Chart:
+        return Chart(
+            "middle",
+            states=(
+                State("n", kind="chart", chart=notes, exits={"done": "done"}),
+                State("done", kind="terminal"),
+            ),
+            context=Inquiry,
+        )
+
+    chart = Chart(
+        "top",
+        states=(
+            State(
+                "m",
+                kind="chart",
+                chart=middle,
+                input={"topic": "ticket_id"},
+                output={"about_order": "findings"},
+                exits={"done": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
+    )
+    assert compiled(chart).nodes["m.n.write"].scope == "m"
