@@ -405,3 +405,26 @@ def test_a_shared_context_child_still_needs_the_fields_of_the_level_around_it() 
         budget=Budget(max_steps=10),
     )
     assert compiled(chart).nodes["m.n.write"].scope == "m"
+
+
+async def test_fork_inside_a_ported_child_copies_its_context_and_show_prints_every_level() -> None:
+    from statechart import fork
+    from statechart.io.audit import render
+
+    chart = support()
+    end, events, _, store = await drive(
+        chart,
+        [finding("a loyal customer", 3), finding("late")],
+        {"ticket_id": "T-9", "customer": "Ada"},
+    )
+    inside = next(e.seq for e in events if e.target == "research_order.dig.think")
+    child = await fork(chart, end.run_id, inside, store=store)
+    assert child.state == "research_order.dig.think"
+    assert child.contexts == {"research_order": {"topic": "T-9", "findings": None, "sources": 0}}
+    assert child.context["about_customer"] == "a loyal customer"
+    shown = render(child, [])
+    assert 'context of research_order: {"findings": null, "sources": 0, "topic": "T-9"}' in shown
+    assert '"about_customer": "a loyal customer"' in shown.splitlines()[-2]
+    model = ScriptedModel([finding("on time")])
+    done = await run_to_end(chart, child, store=store, model=model)
+    assert (done.state, done.context["about_order"], done.contexts) == ("done", "on time", {})
