@@ -31,8 +31,13 @@ class Worst:
 
 
 def strict_levels(compiled_chart: CompiledChart, leaf: str) -> tuple[Level, ...]:
-    """The strict levels around `leaf`, outermost first."""
-    return tuple(level for level in compiled_chart.levels_of(leaf) if level.strict)
+    """The strict levels around `leaf`, outermost first (cached per compiled chart)."""
+    found = compiled_chart.strict.get(leaf)
+    if found is None:
+        found = compiled_chart.strict[leaf] = tuple(
+            level for level in compiled_chart.levels_of(leaf) if level.strict
+        )
+    return found
 
 
 def fit(

@@ -144,6 +144,8 @@ class CompiledChart:
         for path in self.nodes:
             if "." not in path and self._nonterminal(path):
                 self.transitions.append(Transition(exhaust(ROOT), path, chart.on_exhausted))
+        self.strict: dict[str, tuple[Level, ...]] = {}
+        """The strict budget levels around each leaf (filled by `engine.strict`)."""
         self.views: dict[str, ModelView] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
