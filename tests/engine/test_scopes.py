@@ -50,6 +50,7 @@ def research() -> Chart:
         ),
         edges=(Edge("dig", "done"),),
         context=Inquiry,
+        budget=Budget(max_steps=10),
     )
 
 
@@ -121,6 +122,11 @@ async def test_the_same_child_twice_in_one_parent_with_two_mappings() -> None:
     assert (first.state, first.context) == ("research_customer.dig", {"topic": "Ada"})
     assert (second.state, second.context) == ("research_order.dig", {"topic": "T-9"})
     assert end.visits["research_customer.dig"] == 1 and end.visits["research_order.dig"] == 1
+    customer, order = end.ledger["research_customer"], end.ledger["research_order"]
+    assert customer.model_calls == order.model_calls == 1  # one budget level each
+    assert end.ledger["root"].model_calls == 2
+    visits = {e.visit for e in events if e.delta}
+    assert len(visits) == 2  # two transcripts, one per visit of each research state
     entered = [e for e in events if e.inputs]
     assert [e.inputs for e in entered] == [
         {"research_order": {"topic": "T-9", "findings": None, "sources": 0}}
