@@ -121,6 +121,7 @@ def make_chart(steps: int) -> sc.Chart:
                 "work",
                 tools=(FETCH,),
                 writes=("note",),
+                instructions="Fetch, then finish.",
                 max_iterations=calls + 2,
                 max_calls={"fetch": calls + 1},
             ),
