@@ -31,6 +31,7 @@ from statechart.engine.machine import EXIT
 from statechart.engine.moves import checked_patch, commit, try_move, typed_context
 from statechart.engine.outcome import RunOutcome, outcome_of
 from statechart.engine.replay import fold, replay
+from statechart.engine.scopes import entered_at_start
 from statechart.engine.session import Session
 from statechart.engine.tables import (
     CANCEL,
@@ -71,6 +72,7 @@ __all__ = [
     "checked_patch",
     "commit",
     "compiled",
+    "entered_at_start",
     "exhaust",
     "first_exhausted",
     "fold",

@@ -16,9 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from statechart.chart.chart import Chart
-from statechart.engine import (
-    compiled,
-)
+from statechart.engine import compiled, entered_at_start
 from statechart.mining.refusals import (
     SHADOW_MODEL,
     Refusal,
@@ -79,6 +77,7 @@ class Shadow:
             model=SHADOW_MODEL,
             state=leaf,
             context=ctx,
+            contexts=entered_at_start(compiled_chart, ctx, leaf),
             visits=dict.fromkeys(entered, 1),
             visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
             lineage_root=rid,

@@ -718,3 +718,66 @@ def test_stored_shadow_refusals_match_the_live_ones() -> None:
     stored = anyio.run(shadow_refusals, store)[judged.run.run_id]
     assert judged.refusals
     assert stored == judged.refusals
+
+
+class _Outer(BaseModel):
+    ticket: str = "T-1"
+
+
+class _Own(BaseModel):
+    ref: str
+
+
+def ported_chart(initial_ported: bool) -> sc.Chart:
+    """`nested_chart` with the research sub-chart on a context of its own."""
+
+    def research() -> sc.Chart:
+        return sc.Chart(
+            "research",
+            states=(
+                sc.State("look", tools=(SEARCH,), max_iterations=4, reads=("ref",)),
+                sc.State("check", tools=(LOOKUP,), reads=("ref",)),
+                sc.State("found", kind="terminal"),
+            ),
+            edges=(sc.Edge("look", "check"), sc.Edge("check", "found")),
+            context=_Own,
+        )
+
+    research_state = sc.State(
+        "research", kind="chart", chart=research, input={"ref": "ticket"}, exits={"found": "draft"}
+    )
+    states = (
+        (research_state,)
+        if initial_ported
+        else (sc.State("intake", tools=(FETCH,)), research_state)
+    )
+    return sc.Chart(
+        "ported",
+        states=(*states, sc.State("draft", tools=(DRAFT,)), sc.State("done", kind="terminal")),
+        edges=(
+            (() if initial_ported else (sc.Edge("intake", "research"),))
+            + (sc.Edge("draft", "done"),)
+        ),
+        context=_Outer,
+        budget=sc.Budget(max_steps=60),
+    )
+
+
+@pytest.mark.parametrize("initial_ported", [False, True])
+def test_shadow_follows_a_sub_chart_on_its_own_context(initial_ported: bool) -> None:
+    """Shadow mode sees a ported sub-chart's nesting as the driver does: it enters with
+    its own context (also when the chart starts inside it) and the fold equals the run."""
+    tools = ["search_kb", "lookup_account", "draft_reply"]
+    if not initial_ported:
+        tools.insert(0, "fetch_ticket")
+    judged = Shadow(ported_chart(initial_ported)).replay(Trace("t", tuple(Call(t) for t in tools)))
+    assert judged.refusals == [] and judged.run.status == "ended"
+    assert judged.initial is not None
+    if initial_ported:
+        assert judged.initial.contexts == {"research": {"ref": "T-1"}}
+    entered = [s.event.inputs for s in judged.steps if s.event.inputs]
+    assert entered == ([] if initial_ported else [{"research": {"ref": "T-1"}}])
+    folded = replay(
+        compiled(ported_chart(initial_ported)), judged.initial, [s.event for s in judged.steps]
+    )
+    assert folded == judged.run and folded.contexts == {}
