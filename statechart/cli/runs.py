@@ -27,7 +27,7 @@ from statechart.cli.app import (
     _use,
     app,
 )
-from statechart.cli.exits import CODES, STATUS_STYLES, STYLES, say
+from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
 from statechart.engine import compiled, outcome_of
 from statechart.errors import LoadError
 from statechart.io import audit, diagram
@@ -241,12 +241,12 @@ def approve(
         chart, module = await _chart_of(store, found, given)
         edits = _object(edit, "--edit") if edit else None
         chosen = None if no_resume else _model(model, module, found)  # fail before deciding
-        record = await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
+        await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
         typer.echo(f"approved by {by}")
-        last = record.run
-        if chosen is not None:
-            last = await _drive(chart, run_id, store, chosen, resuming=True)
-        code = _finish(chart, last, db)
+        if chosen is None:  # only recorded: the command drove nothing
+            store.close()
+            return OK
+        code = _finish(chart, await _drive(chart, run_id, store, chosen, resuming=True), db)
         store.close()
         return code
 

@@ -142,6 +142,9 @@ def plan(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
         spent = first_exhausted(compiled_chart, run)
         if spent is not None:
             return Exhaust(spent)
+    if isinstance(effect, CallModel):  # only once no level around is spent (outermost first)
+        fitted = fit(compiled_chart, run, effect.request, session.price)
+        return Exhaust(fitted) if isinstance(fitted, str) else CallModel(*fitted)
     return effect
 
 
@@ -155,11 +158,7 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
         if visit.iterations >= cap:
             return Exhaust(f"{visit.state}:iterations")
         final = visit.iterations == cap - 1
-        request = build_request(compiled_chart, run, session.transcript, final=final)
-        fitted = fit(compiled_chart, run, request, session.price)
-        if isinstance(fitted, str):
-            return Exhaust(fitted)
-        return CallModel(*fitted)
+        return CallModel(build_request(compiled_chart, run, session.transcript, final=final))
     if leaf.endswith(".act"):
         return _plan_call(compiled_chart, run, session)
     node = compiled_chart.nodes[leaf]

@@ -6,6 +6,7 @@ Pure functions over the compiled chart and the run record; `step.py` and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
 from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
-from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on
+from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
 from statechart.records.messages import Message
@@ -66,10 +67,10 @@ def try_move(
                     f"state '{path}' was already visited {seen} time(s) "
                     f"(max_visits={state.max_visits}); choose another target"
                 )
-    if ported_on(compiled_chart, move.entered) or ported_on(compiled_chart, move.exited):
+    if move.crosses:
         after = patched(run, compiled_chart.nodes[run.state].scope, patch)
         try:
-            crossing(
+            ports = crossing(
                 compiled_chart,
                 after.get("context", run.context),
                 after.get("contexts", run.contexts),
@@ -77,6 +78,7 @@ def try_move(
             )
         except PortError as exc:
             return str(exc)
+        return replace(move, ports=ports)
     return move
 
 
@@ -113,10 +115,7 @@ def check_guard(
 
 def typed_context(compiled_chart: CompiledChart, path: str, context: dict[str, Any]) -> BaseModel:
     """The context as the (validated) type of the chart that `path` belongs to."""
-    context_type = compiled_chart.nodes[path].chart.context
-    return context_type.model_validate(
-        {k: v for k, v in context.items() if k in context_type.model_fields}
-    )
+    return typed(compiled_chart.nodes[path].chart.context, context)
 
 
 def checked_patch(
@@ -129,8 +128,9 @@ def checked_patch(
     context = {**context_at(compiled_chart, run, path), **patch}
     try:
         merged = typed_context(compiled_chart, path, context)
-        if node.prefix:  # inside a sub-chart: the type of the context it shares must agree too
-            compiled_chart.scopes[node.scope].model_validate(context)
+        shared = compiled_chart.scopes[node.scope]
+        if node.chart.context is not shared:  # a sub-chart sharing a wider context: it too
+            shared.model_validate(context)
     except ValidationError as exc:
         return {}, f"invalid values written in '{path}': {validation_problems(exc)}"
     return merged.model_dump(mode="json", include=set(patch)), None
@@ -168,7 +168,7 @@ def commit(
             fields["scope"] = scope
     visit_key = run.visit.seq if run.visit is not None else None
     if move is not None:
-        if len(compiled_chart.scopes) > 1:
+        if move.crosses:
             _cross(compiled_chart, run, move, update, fields)
         update.update(_entering(compiled_chart, run, move, seq))
         fields["entered"], fields["exited"] = move.entered, move.exited
@@ -216,7 +216,7 @@ def _cross(
     context = update.get("context", run.context)
     contexts = update.get("contexts", run.contexts)
     try:
-        outputs, inputs = crossing(compiled_chart, context, contexts, move)
+        outputs, inputs = move.ports or crossing(compiled_chart, context, contexts, move)
     except PortError as exc:
         fields["error"] = "; ".join(x for x in (fields.get("error"), f"PortError: {exc}") if x)
         outputs = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
 from statechart.engine.reasons import waiting_for_approval
@@ -79,7 +80,10 @@ def _pending(
         state = compiled_chart.nodes[run.visit.state].state
         assert state is not None
         iterations = run.visit.iterations + e.usage.model_calls
-        queued, _ = queued_and_answered(state, run.visit.state, iterations, e.calls)
+        queued, answered = queued_and_answered(state, run.visit.state, iterations, e.calls)
+        if e.delta != 1 + len(answered):  # stored before next_state waited for results
+            nexts = [c for c in e.calls if c.name == NEXT_STATE][:1]
+            queued = (*(c for c in e.calls if c.name != NEXT_STATE), *nexts)
         queue = tuple(QueuedCall(call=c) for c in queued)
     elif e.trigger in _TOOL_TRIGGERS and e.actor == "code":
         queue = run.pending[1:]

@@ -24,11 +24,6 @@ from statechart.errors import PortError, validation_problems
 from statechart.records.run import Run
 
 
-def scope_of(compiled_chart: CompiledChart, path: str) -> str:
-    """Whose context the state at `path` reads and writes (`""`: the root's)."""
-    return compiled_chart.nodes[path].scope
-
-
 def context_in(run: Run, scope: str) -> dict[str, Any]:
     """The context of `scope` as stored (JSON values)."""
     return run.context if not scope else run.contexts.get(scope, {})
@@ -139,10 +134,10 @@ def _input(
     compiled_chart: CompiledChart, path: str, state: State, around: dict[str, Any]
 ) -> dict[str, Any]:
     child_t = compiled_chart.scopes[path]
-    parent_t = compiled_chart.scopes[compiled_chart.nodes[path].scope]
+    parent_t = compiled_chart.nodes[path].chart.context  # the type the parent chart declares
     try:
         if callable(state.input):
-            made = state.input(_typed(parent_t, around))
+            made = state.input(typed(parent_t, around))
             value = made if isinstance(made, BaseModel) else child_t.model_validate(made)
             value = child_t.model_validate(value.model_dump())
         else:
@@ -172,7 +167,7 @@ def _output(
     parent_t = compiled_chart.scopes[compiled_chart.nodes[path].scope]
     try:
         if callable(state.output):
-            made = state.output(_typed(child_t, child))
+            made = state.output(typed(child_t, child))
             if isinstance(made, BaseModel):
                 patch = made.model_dump(mode="json", include=made.model_fields_set)
             else:
@@ -196,7 +191,8 @@ def _output(
     return merged.model_dump(mode="json", include=set(patch))
 
 
-def _typed(context_type: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+def typed(context_type: type[BaseModel], values: dict[str, Any]) -> BaseModel:
+    """`values` as `context_type` (validated), ignoring fields the type does not declare."""
     return context_type.model_validate(
         {k: v for k, v in values.items() if k in context_type.model_fields}
     )

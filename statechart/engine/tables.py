@@ -118,6 +118,11 @@ class Move:
     """The run's status once here: `running`, `waiting` (approval) or `ended`."""
     through: tuple[str, ...] = ()
     """The sub-chart terminals the move passed through on its way out, innermost first."""
+    crosses: bool = False
+    """It leaves or enters a ported sub-chart (one on a context of its own)."""
+    ports: tuple[dict[str, Any], dict[str, Any]] | None = None
+    """What `try_move` computed crossing those borders (outputs, inputs), so the step that
+    takes the move does not call a mapping again."""
 
 
 class CompiledChart:
@@ -320,7 +325,8 @@ class CompiledChart:
         owner, state = self.owner_state(leaf)
         visit = owner if state.kind == "model" and owner in entered else None
         status = status_of(self, leaf)
-        return Move(t, leaf, exited, entered, counted, visit, status, through)
+        crosses = len(self.scopes) > 1 and any(p in self.scopes for p in (*exited, *entered))
+        return Move(t, leaf, exited, entered, counted, visit, status, through, crosses)
 
     @cached_property
     def user_edges(self) -> dict[str, Transition]:

@@ -155,7 +155,10 @@ def source_of(chart: Chart) -> str | None:
     (a chart built inside a function). Searched once per chart version per process."""
     if chart.version in _FOUND:
         return _FOUND[chart.version]
-    found = next((w for w in _homes(chart) if w is not None), None)
+    try:
+        found = next((w for w in _homes(chart) if w is not None), None)
+    except Exception:  # a module attribute that breaks on inspection: best effort only
+        found = None
     _FOUND[chart.version] = found
     return found
 
@@ -164,7 +167,8 @@ def _homes(chart: Chart) -> Iterator[str | None]:
     for module in list(sys.modules.values()):
         attrs = getattr(module, "__dict__", None)
         for attr, value in list(attrs.items()) if isinstance(attrs, dict) else ():
-            same = isinstance(value, Chart) and (value is chart or value.version == chart.version)
+            kind = type(value)  # not isinstance: a lazy proxy's __class__ may raise
+            same = issubclass(kind, Chart) and (value is chart or value.version == chart.version)
             if same and not attr.startswith("_"):
                 yield _where(module, attr)
 

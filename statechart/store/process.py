@@ -22,10 +22,23 @@ def _read(path: str) -> str | None:
         return None
 
 
+GONE = ("gone", "")
+
+
 def _start_time(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of process `pid` from `/proc/PID/stat`, or None if it is gone."""
-    stat = _read(f"/proc/{pid}/stat")
-    if stat is None:
+    """(state, start time) of process `pid` from `/proc/PID/stat`; `GONE` only when the
+    kernel says no such process exists; None when it cannot be told (a hidden `/proc`)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return GONE
+        except OSError:
+            return None  # it exists, but is not ours to see
+        return None  # it exists, and /proc hides it
+    except OSError:
         return None
     fields = stat.rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
     return fields[0], fields[19]
@@ -33,19 +46,22 @@ def _start_time(pid: int) -> tuple[str, str] | None:
 
 @cache
 def _here() -> tuple[str, str] | None:
+    """This process's boot id and PID namespace, when `/proc` is this namespace's own (a
+    namespace that sees another's `/proc` would read other processes' start times)."""
     boot = _read("/proc/sys/kernel/random/boot_id")
     try:
         namespace = os.readlink("/proc/self/ns/pid")
+        own = os.readlink("/proc/self") == str(os.getpid())
     except OSError:
         return None
-    return (boot, namespace) if boot else None
+    return (boot, namespace) if boot and own else None
 
 
 def identity() -> str | None:
     """This process, as `boot/namespace/pid/start`; None where `/proc` cannot tell."""
     here = _here()
     found = _start_time(os.getpid())
-    if here is None or found is None:
+    if here is None or found is None or found is GONE:
         return None
     return f"{here[0]}/{here[1]}/{os.getpid()}/{found[1]}"
 
@@ -61,6 +77,8 @@ def known_dead(holder: str | None) -> bool:
         return False
     found = _start_time(int(parts[2]))
     if found is None:
-        return Path("/proc/self/stat").exists()  # gone, as far as a working /proc can see
+        return False
+    if found is GONE:
+        return True
     state, start = found
     return start != parts[3] or state in ("Z", "X")

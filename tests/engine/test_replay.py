@@ -35,3 +35,39 @@ def test_sqlite_keeps_every_random_run_exactly(data: st.DataObject) -> None:
         sqlite.close()
 
     anyio.run(check)
+
+
+def test_a_reply_stored_under_the_old_next_state_rule_still_replays() -> None:
+    """Before a next_state sent with other calls waited for their results, such a reply
+    queued both (one message: the reply); now the next_state is answered at once (two
+    messages). The fold tells the two apart by the messages the event added."""
+    from statechart import Budget, Chart, Edge, State, call, reply, tool
+    from statechart.engine import fold
+    from statechart.records.run import evolve
+    from tests.support.helpers import run_script
+
+    @tool(retry="safe")
+    def look(q: str) -> str:
+        """Look."""
+        return q
+
+    chart = Chart(
+        "c",
+        states=(State("work", tools=(look,), instructions="Look."), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+    both = reply(call("look", "a", q="x"), call("next_state", "n", target="done"))
+
+    async def go() -> None:
+        _, steps, _, store = await run_script(
+            chart, [both, reply(call("next_state", target="done"))]
+        )
+        propose = steps[0].event
+        assert propose.trigger == "propose" and propose.delta == 2
+        base = await store.base(steps[0].run.run_id)
+        assert [q.call.id for q in fold(compiled(chart), base, propose).pending] == ["a"]
+        old = evolve(propose, {"delta": 1})
+        assert [q.call.id for q in fold(compiled(chart), base, old).pending] == ["a", "n"]
+
+    anyio.run(go)

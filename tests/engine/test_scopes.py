@@ -434,3 +434,47 @@ async def test_fork_inside_a_ported_child_copies_its_context_and_show_prints_eve
     model = ScriptedModel([finding("on time")])
     done = await run_to_end(chart, child, store=store, model=model)
     assert (done.state, done.context["about_order"], done.contexts) == ("done", "on time", {})
+
+
+async def test_each_mapping_runs_once_per_crossing() -> None:
+    """The move the model chose was checked (mappings run) before it was taken; taking it
+    reuses that result instead of calling the mappings again."""
+    calls = {"in": 0, "out": 0}
+
+    def into(t: Ticket) -> Inquiry:
+        calls["in"] += 1
+        return Inquiry(topic=t.ticket_id)
+
+    def back(i: Inquiry) -> dict[str, Any]:
+        calls["out"] += 1
+        return {"about_order": i.findings}
+
+    def parent() -> Chart:
+        return Chart(
+            "parent",
+            states=(
+                State("first", instructions="Go.", writes=("customer",)),
+                State(
+                    "look",
+                    kind="chart",
+                    chart=research,
+                    input=into,
+                    output=back,
+                    exits={"done": "done"},
+                ),
+                State("done", kind="terminal"),
+            ),
+            edges=(Edge("first", "look"),),
+            context=Ticket,
+            budget=Budget(max_steps=20),
+        )
+
+    end, events, _, store = await drive(
+        parent(),
+        [reply(call("next_state", target="look", customer="Ed")), finding("x")],
+        {"ticket_id": "T-4"},
+    )
+    assert end.context["about_order"] == "x" and calls == {"in": 1, "out": 1}
+    before = dict(calls)
+    assert replay(compiled(parent()), await store.base(end.run_id), events) == end
+    assert calls == before  # replay calls no mapping

@@ -755,3 +755,24 @@ def test_a_kill_inside_a_ported_sub_chart_resumes_with_its_own_context_and_runs_
     base = anyio.run(store.base, proc.RUN_ID)
     assert replay(compiled(proc.chart()), base, events) == end
     store.close()
+
+
+@pytest.mark.parametrize("hidden", [FileNotFoundError, PermissionError])
+def test_a_live_holder_behind_a_hidden_proc_is_not_known_dead(
+    monkeypatch: pytest.MonkeyPatch, hidden: type[OSError]
+) -> None:
+    """With `/proc` mounted `hidepid` (or another user's process), `/proc/PID/stat` is
+    missing or unreadable although the process runs: that is doubt, not death."""
+    from statechart.store import process
+
+    me = process.identity()
+    assert me is not None
+    read = Path.read_text
+
+    def hiding(self: Path, *args: Any, **kwargs: Any) -> str:
+        if str(self) == f"/proc/{os.getpid()}/stat":
+            raise hidden(str(self))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", hiding)
+    assert not process.known_dead(me)
