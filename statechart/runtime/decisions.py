@@ -1,0 +1,168 @@
+"""Human decisions from any process: `approve`, `reject` and `cancel` only append a
+`human` event (free: no step, no wall time) and leave driving to `resume`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from statechart import tracing
+from statechart.chart.chart import Chart
+from statechart.engine import human
+from statechart.engine.tables import compiled
+from statechart.errors import ConflictError
+from statechart.records.run import Run, Step
+from statechart.runtime import lineage
+from statechart.runtime.driver import Clock
+from statechart.store.base import Store
+
+
+async def approve(
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    by: str,
+    note: str = "",
+    edits: dict[str, Any] | None = None,
+    clock: Clock = time.time,
+) -> Step:
+    """Record a human approval; the run becomes runnable, `resume` drives it.
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: A run waiting for approval.
+        store: Where it is stored.
+        by: Who approved, written into the event.
+        note: Why, written into the event.
+        edits: New values for the pending call's arguments, checked by its tool's schema.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `human` event.
+
+    Raises:
+        NotWaitingError: The run is not waiting for approval.
+        RunError: The edits do not fit the tool's arguments (nothing is written).
+
+    Example:
+        ```python
+        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
+        await approve(chart, run.run_id, store=store, by="dana", edits={"amount": 15})
+        run = await resume(chart, run.run_id, store=store, model=model)  # refunds 15
+        ```
+    """
+    return await _decide(chart, run_id, store, True, by, note, edits, clock)
+
+
+async def reject(
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    by: str,
+    reason: str,
+    clock: Clock = time.time,
+) -> Step:
+    """Record a human rejection: the model hears `reason` (or an approval state's
+    `on_reject` edge is taken).
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: A run waiting for approval.
+        store: Where it is stored.
+        by: Who rejected, written into the event.
+        reason: Why, written into the event and told to the model.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `human` event.
+
+    Raises:
+        NotWaitingError: The run is not waiting for approval.
+
+    Example:
+        ```python
+        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
+        await reject(chart, run.run_id, store=store, by="dana", reason="refund at most 10")
+        run = await resume(chart, run.run_id, store=store, model=model)  # the model reads why
+        ```
+    """
+    return await _decide(chart, run_id, store, False, by, reason, None, clock)
+
+
+async def _decide(
+    chart: Chart,
+    run_id: str,
+    store: Store,
+    approved: bool,
+    by: str,
+    note: str,
+    edits: dict[str, Any] | None,
+    clock: Clock,
+) -> Step:
+    run = await store.load(run_id)
+    await lineage.require_version(chart, run, store)
+    record = human.decide(
+        compiled(chart), run, approved=approved, by=by, note=note, edits=edits, now=clock()
+    )
+    return await _append_human(chart, store, run, record)
+
+
+async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
+    """Store a human event, with a transition span in the run's trace."""
+    span = tracing.human_transition(compiled(chart), record, time.time_ns())
+    if span is not None:
+        record = record.with_span(format(span.get_span_context().span_id, "016x"))
+    try:
+        await store.append(record)
+    except BaseException as exc:  # not stored (another writer came first): not a transition
+        if span is not None:
+            tracing.failed(span, exc)
+        raise
+    finally:
+        if span is not None:
+            span.end()
+    return record
+
+
+async def cancel(
+    chart: Chart,
+    run_id: str,
+    *,
+    store: Store,
+    reason: str,
+    by: str = "",
+    clock: Clock = time.time,
+) -> Step:
+    """End the run in `cancelled`, even while another process drives it.
+
+    Args:
+        chart: The run's chart (the stored version must match).
+        run_id: The run to end.
+        store: Where it is stored.
+        reason: Why, written into the event.
+        by: Who cancelled.
+        clock: The time written into the event.
+
+    Returns:
+        The record of the `cancel` event.
+
+    Raises:
+        RunEndedError: The run had already ended.
+
+    Example:
+        ```python
+        record = await cancel(chart, run.run_id, store=store, reason="duplicate", by="dana")
+        assert (record.run.state, record.run.status) == ("cancelled", "ended")
+        ```
+    """
+    for _ in range(20):
+        run = await store.load(run_id)
+        await lineage.require_version(chart, run, store)
+        record = human.cancel(compiled(chart), run, reason=reason, now=clock(), by=by)
+        try:
+            return await _append_human(chart, store, run, record)
+        except ConflictError:  # the driver appended first: cancel from its new state
+            continue
+    raise ConflictError(f"run {run_id} kept advancing while cancelling; try again")
