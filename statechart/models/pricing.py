@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,9 @@ from statechart.records.estimate import Price
 from statechart.records.messages import Reply, Request, Usage
 
 __all__ = ["Price", "Priced", "cost_micros", "price_of", "usage_of"]
+
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}|\d{4,8}")
+"""A dated snapshot's suffix: `2024-08-06` (OpenAI) or `20250929` (Anthropic)."""
 
 
 def cost_micros(prices: Mapping[str, Price], model: str, tokens_in: int, tokens_out: int) -> int:
@@ -57,8 +61,16 @@ class Priced:
 
     @property
     def price(self) -> Price | None:
-        """What this model costs, if known (a strict cost cap needs it)."""
-        return price_of(self.prices, self.model)
+        """What this model costs, for a strict cost cap: its own entry or a dated snapshot
+        of one (`gpt-4o-2024-08-06`), never a variant priced like its base
+        (`gpt-4o-audio-preview`), which would bound nothing."""
+        if self.model in self.prices:
+            return self.prices[self.model]
+        base, _, tail = self.model.rpartition("-")
+        while base and not _DATED.fullmatch(tail) and "-" in base:
+            base, _, more = base.rpartition("-")
+            tail = f"{more}-{tail}"
+        return self.prices.get(base) if base and _DATED.fullmatch(tail) else None
 
     def charged(self, request: Request, reply: Reply, usage: Any, fields: tuple[str, str]) -> Reply:
         """`reply` with the usage the provider reported in `usage` (its input and output

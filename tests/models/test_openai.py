@@ -317,3 +317,34 @@ async def test_a_reply_without_usage_is_estimated_marked_and_still_binds_a_budge
     assert first.cost_micros == first.input_tokens + 2 * first.output_tokens
     assert end.state == "escalated" and events[-1].exhausted == "root:tokens"
     assert len(provider.requests) < 5
+
+
+def test_a_strict_cost_cap_takes_only_a_models_own_price_or_a_dated_snapshots() -> None:
+    """Charging may price a variant like its base model; a strict cost cap may not: an
+    `-audio-preview` is not priced as `gpt-4o`, a dated snapshot is."""
+    from statechart.errors import UnpricedModelError
+    from statechart.models.anthropic import AnthropicModel
+
+    assert (
+        OpenAIModel("gpt-4o-2024-08-06", api_key="x").price
+        == OpenAIModel("gpt-4o", api_key="x").price
+    )
+    assert OpenAIModel("gpt-4o-audio-preview", api_key="x").price is None
+    assert AnthropicModel("claude-sonnet-4-5-20250929", api_key="x").price is not None
+    assert AnthropicModel("claude-sonnet-4-5-latest", api_key="x").price is None
+    c = chart()
+    strict = Chart(
+        c.name,
+        states=c.states,
+        edges=c.edges,
+        context=c.context,
+        budget=Budget(max_steps=20, max_cost_micros=1_000, strict=True),
+    )
+    with pytest.raises(UnpricedModelError, match="gpt-4o-audio-preview"):
+        anyio_run_start(strict, OpenAIModel("gpt-4o-audio-preview", api_key="x"))
+
+
+def anyio_run_start(c: Chart, m: OpenAIModel) -> None:
+    import anyio
+
+    anyio.run(lambda: start(c, store=MemoryStore(), model=m))
