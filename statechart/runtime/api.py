@@ -107,15 +107,8 @@ async def start(
         status="waiting" if state.kind == "approval" else "running",
         reason=waiting_for_approval(owner) if state.kind == "approval" else "",
     )
-    try:
+    with tracing.ending(span):
         await store.create(run)
-    except BaseException as exc:
-        if span is not None:
-            tracing.failed(span, exc)
-        raise
-    finally:
-        if span is not None:
-            span.end()
     return run
 
 

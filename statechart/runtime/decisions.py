@@ -114,15 +114,8 @@ async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> S
     span = tracing.human_transition(compiled(chart), record, time.time_ns())
     if span is not None:
         record = record.with_span(format(span.get_span_context().span_id, "016x"))
-    try:
+    with tracing.ending(span):  # not stored (another writer came first): a failed span
         await store.append(record)
-    except BaseException as exc:  # not stored (another writer came first): not a transition
-        if span is not None:
-            tracing.failed(span, exc)
-        raise
-    finally:
-        if span is not None:
-            span.end()
     return record
 
 

@@ -38,7 +38,13 @@ from statechart.tracing.attributes import (
 )
 from statechart.tracing.facts import annotate, failed, transition_attributes
 from statechart.tracing.setup import configure
-from statechart.tracing.spans import RunTrace, human_transition, run_trace_context, tracer
+from statechart.tracing.spans import (
+    RunTrace,
+    ending,
+    human_transition,
+    run_trace_context,
+    tracer,
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -76,6 +82,7 @@ __all__ = [
     "RunTrace",
     "annotate",
     "configure",
+    "ending",
     "failed",
     "human_transition",
     "run_trace_context",

@@ -8,6 +8,8 @@ sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import Token
 from typing import Any
 
@@ -352,3 +354,17 @@ def human_transition(compiled_chart: CompiledChart, record: Step, start_ns: int)
         return None
     facts.annotate(span, record)
     return span
+
+
+@contextmanager
+def ending(span: Span | None) -> Iterator[None]:
+    """End `span` (if tracing is on) after the block, marked failed if the block raised."""
+    try:
+        yield
+    except BaseException as exc:
+        if span is not None:
+            facts.failed(span, exc)
+        raise
+    finally:
+        if span is not None:
+            span.end()

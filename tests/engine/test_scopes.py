@@ -3,6 +3,7 @@ levels of two agents, what a failing child hands back, and replay without mappin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -87,6 +88,19 @@ def support() -> Chart:
         ),
         context=Ticket,
         budget=Budget(max_steps=30),
+    )
+
+
+def ported(name: str = "look", child: Callable[[], Chart] = research, **ports: Any) -> Chart:
+    """A `Ticket` parent hosting `child` in state `name` with `ports`, then `done`."""
+    return Chart(
+        "parent",
+        states=(
+            State(name, kind="chart", chart=child, exits={"done": "done"}, **ports),
+            State("done", kind="terminal"),
+        ),
+        context=Ticket,
+        budget=Budget(max_steps=10),
     )
 
 
@@ -234,21 +248,11 @@ async def test_a_child_that_escalates_hands_back_only_what_it_holds() -> None:
             context=Inquiry,
         )
 
-    chart = Chart(
-        "parent",
-        states=(
-            State(
-                "ask",
-                kind="chart",
-                chart=flaky,
-                input={"topic": "ticket_id"},
-                output={"about_order": "findings", "customer": "topic", "source_count": "sources"},
-                exits={"done": "done"},
-            ),
-            State("done", kind="terminal"),
-        ),
-        context=Ticket,
-        budget=Budget(max_steps=10),
+    chart = ported(
+        "ask",
+        flaky,
+        input={"topic": "ticket_id"},
+        output={"about_order": "findings", "customer": "topic", "source_count": "sources"},
     )
     end, events, _, _ = await drive(
         chart, [], {"ticket_id": "T-5", "customer": "Cy", "source_count": 7}
@@ -269,22 +273,7 @@ async def test_a_failing_output_function_refuses_the_move_out_and_loses_nothing(
     def broken(ctx: Inquiry) -> dict[str, Any]:
         raise RuntimeError("mapping broke")
 
-    chart = Chart(
-        "parent",
-        states=(
-            State(
-                "look",
-                kind="chart",
-                chart=research,
-                input={"topic": "ticket_id"},
-                output=broken,
-                exits={"done": "done"},
-            ),
-            State("done", kind="terminal"),
-        ),
-        context=Ticket,
-        budget=Budget(max_steps=10),
-    )
+    chart = ported(input={"topic": "ticket_id"}, output=broken)
     end, events, _, _ = await drive(chart, [finding("x")], {"ticket_id": "T-1"})
     why = "the output function of sub-chart state 'look' raised RuntimeError: mapping broke"
     assert [e.refused for e in events if e.refused] == [why]
@@ -300,39 +289,12 @@ async def test_function_ports_convert_between_types() -> None:
     def back(i: Inquiry) -> dict[str, Any]:
         return {"about_customer": (i.findings or "").upper(), "source_count": i.sources * 10}
 
-    chart = Chart(
-        "parent",
-        states=(
-            State(
-                "look",
-                kind="chart",
-                chart=research,
-                input=into,
-                output=back,
-                exits={"done": "done"},
-            ),
-            State("done", kind="terminal"),
-        ),
-        context=Ticket,
-        budget=Budget(max_steps=10),
-    )
+    chart = ported(input=into, output=back)
     end, _, model, _ = await drive(
         chart, [finding("ok", 2)], {"ticket_id": "T-2", "customer": "Di"}
     )
     assert model.requests[0].context == {"topic": "Di/T-2"}
     assert (end.context["about_customer"], end.context["source_count"]) == ("OK", 20)
-
-
-def ported(**ports: Any) -> Chart:
-    return Chart(
-        "parent",
-        states=(
-            State("look", kind="chart", chart=research, exits={"done": "done"}, **ports),
-            State("done", kind="terminal"),
-        ),
-        context=Ticket,
-        budget=Budget(max_steps=10),
-    )
 
 
 @pytest.mark.parametrize(
