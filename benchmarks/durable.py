@@ -469,7 +469,7 @@ async def resume_once(steps: int, source: Path, run_id: str, workdir: Path) -> d
     t0 = clock()
     store = sc.SQLiteStore(path)
     t1 = clock()
-    run = await store.load(run_id)
+    run = (await store.load(run_id)).snapshot
     t2 = clock()
     await sc.load_session(store, run)
     t3 = clock()

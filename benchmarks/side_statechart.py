@@ -76,7 +76,7 @@ async def statechart_resume(
     t1 = clock()
     compiled(make_chart(2 * steps))
     t2 = clock()
-    run = await store.load(run_id)
+    run = (await store.load(run_id)).snapshot
     t3 = clock()
     await sc.load_session(store, run)
     t4 = clock()

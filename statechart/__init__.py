@@ -59,8 +59,9 @@ from statechart.runtime.api import (
     run_to_end,
     start,
 )
+from statechart.runtime.current import load_run
 from statechart.runtime.driver import drive, load_session, step
-from statechart.store import Intent, Lease, MemoryStore, SQLiteStore, Store
+from statechart.store import Intent, Lease, Loaded, MemoryStore, SQLiteStore, Store
 
 __all__ = [
     "ESCALATED",
@@ -84,6 +85,7 @@ __all__ = [
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
+    "Loaded",
     "MalformedStateNameError",
     "MemoryStore",
     "Message",
@@ -126,6 +128,7 @@ __all__ = [
     "drive",
     "fingerprint",
     "fork",
+    "load_run",
     "load_session",
     "reject",
     "reply",

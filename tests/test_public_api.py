@@ -80,6 +80,9 @@ PUBLIC = [
     "EventLoopRunningError",
     # sub-charts as reusable parts (issue 15)
     "DerivationError",
+    # one page per durable transition (issue 16): snapshots written behind the events
+    "Loaded",
+    "load_run",
 ]
 
 

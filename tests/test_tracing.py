@@ -716,7 +716,7 @@ async def main():
                            model=ScriptedModel([reply(call("next_state", "n1", target="done"))]))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-    report(error=error, state=(await store.load("r1")).state)
+    report(error=error, state=(await store.load("r1")).snapshot.state)
 
 anyio.run(main)
 '''
@@ -739,7 +739,8 @@ STORE = MemoryStore()
 @tool(retry="safe")
 async def slow(q: str) -> str:
     """Slow."""
-    await anyio.sleep(0.3)  # the 0.1 s lease expires meanwhile and another driver takes over
+    await anyio.sleep(0.3)  # the 0.1 s lease expires meanwhile (`drive` alone does not renew
+    # it during a call: no heartbeat task group) and another driver takes over
     await STORE.acquire("r1", "other-driver", 60)
     return "ok"
 
@@ -752,7 +753,8 @@ async def main():
     await start(c, store=STORE, model=model, run_id="r1")
     error = None
     try:
-        await run_to_end(c, "r1", store=STORE, model=model, lease_ttl=0.1)
+        async for _ in drive(c, "r1", store=STORE, model=model, lease_ttl=0.1):
+            pass
     except Exception as exc:
         error = type(exc).__name__
     report(error=error)

@@ -29,7 +29,7 @@ from statechart.cli.app import (
 )
 from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
 from statechart.engine import compiled, outcome_of
-from statechart.errors import LoadError
+from statechart.errors import LoadError, StatechartError
 from statechart.io import audit, diagram
 from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
@@ -40,7 +40,8 @@ from statechart.runtime.api import cancel as cancel_run
 from statechart.runtime.api import fork as fork_run
 from statechart.runtime.api import reject as reject_run
 from statechart.runtime.api import start
-from statechart.runtime.driver import drive
+from statechart.runtime.current import current, load_run
+from statechart.runtime.driver import drive_to_end
 from statechart.store.sqlite import SQLiteStore
 
 
@@ -65,16 +66,23 @@ def _progress(record: Step, chart: Chart) -> None:
 async def _drive(
     chart: Chart, run_id: str, store: SQLiteStore, model: Model, *, resuming: bool
 ) -> Run:
-    last = None
-    async with contextlib.aclosing(
-        drive(chart, run_id, store=store, model=model, resuming=resuming)
-    ) as records:
-        async for record in records:
-            _progress(record, chart)
-            last = record.run
-            if _STOP["asked"]:  # Ctrl-C: the step is stored; stop before the next one
-                break
-    return last if last is not None else await store.load(run_id)
+    def each(record: Step) -> bool:
+        _progress(record, chart)
+        return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
+
+    last = await drive_to_end(chart, run_id, store=store, model=model, resuming=resuming, each=each)
+    return last if last is not None else await load_run(chart, run_id, store=store)
+
+
+async def _live(store: SQLiteStore, run_id: str) -> Run:
+    """The run as it is now: folded with its chart when the snapshot is behind and the
+    chart loads; else the snapshot with the live state and seq of its last event."""
+    loaded = await store.load(run_id)
+    if not loaded.tail:
+        return loaded.snapshot
+    with contextlib.suppress(StatechartError):
+        return current((await _chart_of(store, loaded.snapshot))[0], loaded)
+    return loaded.snapshot.model_copy(update={"state": loaded.state, "seq": loaded.seq})
 
 
 def _finish(chart: Chart, run: Run, db: Path) -> int:
@@ -149,7 +157,10 @@ def runs(
     async def go() -> None:
         store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
-        listed = await store.runs(status=found, chart=chart)
+        listed = [
+            await _live(store, r.run_id) if r.status == "running" else r
+            for r in await store.runs(status=found, chart=chart)
+        ]
         store.close()
         if as_json:
             rows = [
@@ -180,7 +191,7 @@ def show(
 
     async def go() -> None:
         store = _existing(db)
-        found, events = await store.load(run_id), await store.events(run_id)
+        found, events = await _live(store, run_id), await store.events(run_id)
         if as_json:
             t = audit.totals(events)
             typer.echo(
@@ -208,9 +219,9 @@ def resume(
 
     async def go() -> int:
         store = _existing(db)
-        found = await store.load(run_id)
-        charted, module = await _chart_of(store, found, chart)
-        chosen = _model(model, module, found)
+        loaded = await store.load(run_id)
+        charted, module = await _chart_of(store, loaded.snapshot, chart)
+        chosen = _model(model, module, current(charted, loaded))
         last = await _drive(charted, run_id, store, chosen, resuming=True)
         code = _finish(charted, last, db)
         store.close()
@@ -237,8 +248,9 @@ def approve(
 
     async def go() -> int:
         store = _existing(db)
-        found = await store.load(run_id)
-        chart, module = await _chart_of(store, found, given)
+        loaded = await store.load(run_id)
+        chart, module = await _chart_of(store, loaded.snapshot, given)
+        found = current(chart, loaded)
         edits = _object(edit, "--edit") if edit else None
         chosen = None if no_resume else _model(model, module, found)  # fail before deciding
         await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
@@ -265,7 +277,7 @@ def reject(
 
     async def go() -> None:
         store = _existing(db)
-        chart, _ = await _chart_of(store, await store.load(run_id), given)
+        chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
         typer.echo(
             f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
@@ -288,7 +300,7 @@ def cancel(
 
     async def go() -> None:
         store = _existing(db)
-        chart, _ = await _chart_of(store, await store.load(run_id), given)
+        chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
         await cancel_run(chart, run_id, store=store, reason=reason, by=by)
         typer.echo(f"run {run_id} cancelled")
         store.close()
@@ -307,8 +319,7 @@ def fork(
 
     async def go() -> None:
         store = _existing(db)
-        found = await store.load(run_id)
-        chart, _ = await _chart_of(store, found, given)
+        chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
         child = await fork_run(chart, run_id, at, store=store)
         typer.echo(
             f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
@@ -352,8 +363,13 @@ def draw(
         events: list[Any] = []
         if run_id is not None:
             store = _existing(db)
-            found, events = await store.load(run_id), await store.events(run_id)
-            chart = (await _chart_of(store, found))[0] if target is None else load_chart(target)[0]
+            loaded, events = await store.load(run_id), await store.events(run_id)
+            chart = (
+                (await _chart_of(store, loaded.snapshot))[0]
+                if target is None
+                else load_chart(target)[0]
+            )
+            found = current(chart, loaded)
             store.close()
         elif target is not None:
             chart = load_chart(target)[0]

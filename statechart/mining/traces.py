@@ -173,7 +173,7 @@ async def lineage_events(store: Store, run: Run) -> list[Event]:
     own = await store.events(run.run_id)
     if run.parent_run is None or run.parent_seq is None:
         return own
-    parent = await store.load(run.parent_run)
+    parent = (await store.load(run.parent_run)).snapshot
     inherited = [e for e in await lineage_events(store, parent) if e.seq <= run.parent_seq]
     return inherited + own
 

@@ -25,8 +25,9 @@ from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run, Visit
 from statechart.runtime import lineage
+from statechart.runtime.current import load_run
 from statechart.runtime.decisions import approve, cancel, reject
-from statechart.runtime.driver import Clock, drive, priced
+from statechart.runtime.driver import Clock, drive_to_end, priced
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
@@ -149,12 +150,10 @@ async def run_to_end(
         ```
     """
     run_id = run.run_id if isinstance(run, Run) else run
-    last: Run | None = None
-    async for record in drive(
+    last = await drive_to_end(
         chart, run_id, store=store, model=model, clock=clock, holder=holder, lease_ttl=lease_ttl
-    ):
-        last = record.run
-    return last if last is not None else await store.load(run_id)
+    )
+    return last if last is not None else await load_run(chart, run_id, store=store)
 
 
 async def resume(
@@ -198,9 +197,11 @@ async def resume(
         run = await resume(chart, run_id, store=store, model=model)
         ```
     """
-    model = model or from_spec((await store.load(run_id)).model, run_id)
-    last: Run | None = None
-    async for record in drive(
+    if model is None:
+        loaded = await store.load(run_id)
+        spec = next((e.model for e in reversed(loaded.tail) if e.model is not None), None)
+        model = from_spec(spec or loaded.snapshot.model, run_id)
+    last = await drive_to_end(
         chart,
         run_id,
         store=store,
@@ -210,9 +211,8 @@ async def resume(
         lease_ttl=lease_ttl,
         resuming=True,
         migrate=migrate,
-    ):
-        last = record.run
-    return last if last is not None else await store.load(run_id)
+    )
+    return last if last is not None else await load_run(chart, run_id, store=store)
 
 
 async def fork(
@@ -288,7 +288,7 @@ def run_sync(
         run: Run | None = None
         if run_id is not None:
             with contextlib.suppress(RunNotFoundError):
-                run = await store.load(run_id)
+                run = await load_run(chart, run_id, store=store)
         if run is None:
             run = await start(chart, store=store, model=model, context=context, run_id=run_id)
         return await run_to_end(chart, run, store=store, model=model)

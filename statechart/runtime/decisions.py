@@ -13,6 +13,7 @@ from statechart.engine.tables import compiled
 from statechart.errors import ConflictError
 from statechart.records.run import Run, Step
 from statechart.runtime import lineage
+from statechart.runtime.current import current
 from statechart.runtime.driver import Clock
 from statechart.store.base import Store
 
@@ -101,12 +102,18 @@ async def _decide(
     edits: dict[str, Any] | None,
     clock: Clock,
 ) -> Step:
-    run = await store.load(run_id)
-    await lineage.require_version(chart, run, store)
+    run = await _current(chart, run_id, store)
     record = human.decide(
         compiled(chart), run, approved=approved, by=by, note=note, edits=edits, now=clock()
     )
     return await _append_human(chart, store, run, record)
+
+
+async def _current(chart: Chart, run_id: str, store: Store) -> Run:
+    """The run as it is now, refused when stored under another chart version."""
+    loaded = await store.load(run_id)
+    await lineage.require_version(chart, loaded.snapshot, store)
+    return current(chart, loaded)
 
 
 async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> Step:
@@ -151,8 +158,7 @@ async def cancel(
         ```
     """
     for _ in range(20):
-        run = await store.load(run_id)
-        await lineage.require_version(chart, run, store)
+        run = await _current(chart, run_id, store)
         record = human.cancel(compiled(chart), run, reason=reason, now=clock(), by=by)
         try:
             return await _append_human(chart, store, run, record)

@@ -7,6 +7,7 @@ the record of every transition after handing it to the store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
@@ -37,11 +39,12 @@ from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
-from statechart.errors import ConflictError, UnpricedModelError
+from statechart.errors import ConflictError, LeaseLostError, UnpricedModelError
 from statechart.models.base import Model
 from statechart.records.estimate import Price
 from statechart.records.run import Run, Step
 from statechart.runtime import lineage
+from statechart.runtime.current import current as folded
 from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
@@ -131,11 +134,14 @@ async def drive(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     resuming: bool = False,
     migrate: Migration | None = None,
+    heartbeat: TaskGroup | None = None,
 ) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
 
-    Holds the run's lease throughout (`LeaseHeldError` if another driver has it). If the
-    last holder never released it, an open intent is settled by its tool's retry policy.
+    Holds the run's lease throughout (`LeaseHeldError` if another driver has it), renewing
+    it every third of `lease_ttl` between steps and, given a `heartbeat` task group, also
+    while a call is in flight (`run_to_end` and `resume` give one). If the last holder
+    never released it, an open intent is settled by its tool's retry policy.
     With `resuming`, the current state's `on_resume` refresh and entering guard run first.
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
 
@@ -146,6 +152,8 @@ async def drive(
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     # a takeover not yet recorded keeps the lease looking abandoned (`dirty`)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
+    if heartbeat is not None:
+        heartbeat.start_soon(d.beat)
     try:
         async for opening in d.prelude(run_id, resuming, migrate):
             yield opening
@@ -158,6 +166,34 @@ async def drive(
         raise
     finally:
         await d.close()
+
+
+async def drive_to_end(
+    chart: Chart,
+    run_id: str,
+    *,
+    each: Callable[[Step], bool] | None = None,
+    **options: Any,
+) -> Run | None:
+    """`drive` until the run waits or ends (or `each(record)` returns True), its lease
+    heartbeat running beside it; the run after the last stored step, or None."""
+    last: Run | None = None
+    failure: Exception | None = None
+    async with anyio.create_task_group() as beats:
+        try:
+            async with contextlib.aclosing(
+                drive(chart, run_id, heartbeat=beats, **options)
+            ) as records:
+                async for record in records:
+                    last = record.run
+                    if each is not None and each(record):
+                        break
+        except Exception as exc:  # raised below, outside the group (not wrapped in one)
+            failure = exc
+        beats.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return last
 
 
 @dataclass
@@ -181,13 +217,39 @@ class _Drive:
     failure: BaseException | None = None
     cancelled: bool = False
     """Set once another writer cancelled the run: nothing more is stepped."""
+    renewed: float = field(default_factory=time.monotonic)
+    """When the lease was last renewed (monotonic seconds)."""
+    beating: bool = True
+    """False once the drive is closing: the heartbeat renews no more."""
+    renewing: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while renewing: releasing waits for a renewal under way."""
+
+    async def renew(self) -> None:
+        """Extend the lease (`LeaseLostError` once another driver holds it)."""
+        async with self.renewing:
+            if self.beating:
+                await self.store.renew(self.lease)
+                self.renewed = time.monotonic()
+
+    async def beat(self) -> None:
+        """Renew the lease every third of its TTL until the drive closes, also while a
+        call is in flight; a lost lease stops it (the next append raises)."""
+        every = self.lease.ttl / 3
+        while self.beating:
+            await anyio.sleep(max(0.0, self.renewed + every - time.monotonic()))
+            if self.beating and time.monotonic() - self.renewed >= every:
+                try:
+                    await self.renew()
+                except LeaseLostError:
+                    return
 
     async def prelude(
         self, run_id: str, resuming: bool, migrate: Migration | None
     ) -> AsyncGenerator[Step, None]:
         """Read and check everything first; then store the events a drive opens with: a
         migration, a takeover, a resume refresh, a switch of model (each only if due)."""
-        run = self.run = await self.store.load(run_id)
+        loaded = await self.store.load(run_id)
+        run = self.run = folded(self.chart, loaded)
         migrated = await lineage.checked_version(self.chart, run, self.store, migrate, self.clock())
         current = migrated.run if migrated is not None else run
         self.session = await load_session(self.store, current)
@@ -195,7 +257,7 @@ class _Drive:
         refresh = await _refresh_inputs(self.chart, current, self.store) if resuming else None
         # The last span to link to: only a run that was traced from its start has one.
         last = (
-            (await self.store.events(run_id, after=run.seq - 1))[-1:]
+            list(loaded.tail[-1:]) or (await self.store.events(run_id, after=run.seq - 1))[-1:]
             if run.seq and run.trace
             else []
         )
@@ -229,6 +291,8 @@ class _Drive:
         """Make and store the next transition; None once the run waits or ends."""
         if self.run is None or self.cancelled:
             return None
+        if time.monotonic() - self.renewed >= self.lease.ttl / 3:
+            await self.renew()
         self.in_flight = self.run.state.endswith(".act")
         record = await step(
             self.chart,
@@ -276,7 +340,7 @@ class _Drive:
     async def _after_cancel(self, ran: Step, conflict: ConflictError) -> Step | None:
         """Another writer came first: if it cancelled the run, keep the result of the call
         that finished after the cancel (a `late_result` event); otherwise re-raise."""
-        latest = await self.store.load(ran.run.run_id)
+        latest = folded(self.chart, await self.store.load(ran.run.run_id))
         if latest.state != CANCELLED:
             raise conflict
         self.run, self.cancelled = latest, True
@@ -291,10 +355,12 @@ class _Drive:
     async def close(self) -> None:
         """End the drive's spans, then release the lease (clean unless a call or a takeover
         is in doubt)."""
+        self.beating = False
         if self.trace is not None:
             self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):
-            await self.store.release(self.lease, clean=not (self.in_flight or self.dirty))
+            async with self.renewing:
+                await self.store.release(self.lease, clean=not (self.in_flight or self.dirty))
 
 
 def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:

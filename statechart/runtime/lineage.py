@@ -140,9 +140,10 @@ async def fork(
     new_run_id: str | None = None,
 ) -> Run:
     """A new run from the state `run_id` had after event `at_seq`; the original is untouched."""
-    original = await store.load(run_id)
+    loaded = await store.load(run_id)
+    original = loaded.snapshot
     first = original.parent_seq if original.parent_seq is not None else 0
-    if not first <= at_seq <= original.seq:
+    if not first <= at_seq <= loaded.seq:
         hint = (
             f"; it is a fork of {original.parent_run} at seq {first}: fork that run for "
             "earlier points"
@@ -150,7 +151,7 @@ async def fork(
             else ""
         )
         raise RunError(
-            f"run {run_id} has seqs {first}..{original.seq}; cannot fork at {at_seq}{hint}"
+            f"run {run_id} has seqs {first}..{loaded.seq}; cannot fork at {at_seq}{hint}"
         )
     base = await store.base(run_id, at_seq)
     if base.chart_version != chart.version:
@@ -201,7 +202,7 @@ async def _messages(store: Store, run: Run, visit: int, upto: int | None) -> lis
         own = own[: sum(e.delta for e in events if e.visit == visit and e.seq <= upto)]
     if run.parent_run is None or run.parent_seq is None or visit > run.parent_seq:
         return own
-    parent = await store.load(run.parent_run)
+    parent = (await store.load(run.parent_run)).snapshot  # its lineage, which never changes
     return await _messages(store, parent, visit, run.parent_seq) + own
 
 
@@ -217,7 +218,7 @@ async def entering_edge(store: Store, run: Run, owner: str) -> str | None:
         if current.parent_run is None:
             return None
         upto = current.parent_seq
-        current = await store.load(current.parent_run)
+        current = (await store.load(current.parent_run)).snapshot
     return None
 
 
@@ -226,7 +227,7 @@ async def fingerprints(store: Store, run: Run) -> set[str]:
     found = await store.fingerprints(run.run_id)
     child = run
     while child.parent_run is not None and child.parent_seq is not None:
-        parent = await store.load(child.parent_run)
+        parent = (await store.load(child.parent_run)).snapshot
         found |= {
             e.fingerprint
             for e in await store.events(parent.run_id)

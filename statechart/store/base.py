@@ -1,8 +1,11 @@
 """The `Store` port: an append-only event log with a snapshot cache, transcripts and intents.
 
 Every backend (memory, SQLite, PostgreSQL) implements these few async
-methods. `append` is the one write per transition: the event row, the new
-snapshot and the transcript delta, atomically, fenced by `UNIQUE(run_id, seq)`.
+methods. `append` is the one write per transition: the event row with the
+transcript messages and the intent it adds, fenced by `UNIQUE(run_id, seq)`;
+the run's snapshot is written behind it (on a status change, every
+`snapshot_every` events, on release), so `load` returns the last snapshot and
+the events after it, which the runtime folds with the chart.
 """
 
 from __future__ import annotations
@@ -13,18 +16,54 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from statechart.records.messages import Message
-from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Status, Step
+from statechart.records.spent import Spent
 
 DEFAULT_LEASE_TTL = 60.0
-"""Seconds a driver's lease lasts unless renewed; it must exceed the longest single call."""
+"""Seconds a driver's lease lasts unless renewed; the driver renews it every third of that."""
+DEFAULT_SNAPSHOT_EVERY = 64
+"""Events after which a store writes a running run's snapshot even with no status change."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A stored run as the store holds it: its last snapshot and the events after it.
+
+    The store is chart-free, so it cannot fold the tail; `statechart.load_run(chart,
+    run_id, store=store)` does. A run no driver holds (released, waiting or ended) has
+    an empty tail: its snapshot is the run.
+    """
+
+    snapshot: Run
+    """The last snapshot written (exact for `status`, which every change writes)."""
+    tail: tuple[Event, ...] = ()
+    """The events after it, in order."""
+
+    @property
+    def seq(self) -> int:
+        """The run's live seq: its last event's."""
+        return self.tail[-1].seq if self.tail else self.snapshot.seq
+
+    @property
+    def state(self) -> str:
+        """The run's live state: where its last event left it."""
+        return self.tail[-1].target if self.tail else self.snapshot.state
+
+    @property
+    def spent(self) -> Spent:
+        """The whole run's live spending: the root charges every event's usage."""
+        total = self.snapshot.ledger.get(ROOT_LEVEL) or Spent()
+        for event in self.tail:
+            total = total + event.usage
+        return total
 
 
 @dataclass(frozen=True)
 class Lease:
     """The right to drive one run, held by one driver until released or expired.
 
-    `drive()` acquires it and renews it with every append; a second driver meanwhile
-    gets `LeaseHeldError`.
+    `drive()` acquires it and renews it by time (`Store.renew`, every third of `ttl`,
+    also while a call is in flight); a second driver meanwhile gets `LeaseHeldError`.
 
     Example:
         ```python
@@ -42,7 +81,7 @@ class Lease:
     holder: str
     """The driver's name plus a nonce unique to this acquisition (what appends are fenced by)."""
     ttl: float
-    """Seconds it lasts from the last append (or the acquisition) unless renewed."""
+    """Seconds it lasts from the last renewal (or the acquisition)."""
     took_over: bool = False
     """The previous holder never released it (killed or interrupted mid-call): an open
     intent may have started, so it is settled by the tool's retry policy."""
@@ -89,13 +128,18 @@ class Store(Protocol):
         ...
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
-        """Append `step.event`, replace the snapshot with `step.run`, add `step.messages`,
-        record `step.opened` and complete `step.closed` intents.
+        """Append `step.event` with `step.messages`, record `step.opened` and complete
+        `step.closed` intents; write `step.run` as the snapshot when its status changed,
+        every `snapshot_every` events, for a migration (`step.base`) or with no lease.
 
         One transaction. Raises `ConflictError` when the run already has an event at
         that seq (another writer got there first), `LeaseLostError` when `lease` is no
-        longer held; either way nothing changes. With a lease, the append renews it.
+        longer held; either way nothing changes.
         """
+        ...
+
+    async def renew(self, lease: Lease) -> None:
+        """Extend the lease by its `ttl` from now; `LeaseLostError` once it is not held."""
         ...
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
@@ -109,7 +153,8 @@ class Store(Protocol):
         ...
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
-        """Give the lease back; `clean=False` says a call may have been in flight."""
+        """Write the snapshot held behind, if any, and give the lease back; `clean=False`
+        says a call may have been in flight."""
         ...
 
     async def save_chart(
@@ -130,12 +175,13 @@ class Store(Protocol):
         """The structure stored for `version`, if any."""
         ...
 
-    async def load(self, run_id: str) -> Run:
-        """The latest snapshot; raises `RunNotFoundError`."""
+    async def load(self, run_id: str) -> Loaded:
+        """The last snapshot and the events after it; raises `RunNotFoundError`."""
         ...
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
-        """Snapshots of stored runs, optionally filtered."""
+        """Last snapshots of stored runs, optionally filtered by (exact) status and chart;
+        a run being driven may be up to `snapshot_every` events ahead of its snapshot."""
         ...
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:

@@ -17,7 +17,13 @@ from pydantic import BaseModel, TypeAdapter
 from statechart.errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
-from statechart.store.base import DEFAULT_LEASE_TTL, Lease, lease_holder
+from statechart.store.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_SNAPSHOT_EVERY,
+    Lease,
+    Loaded,
+    lease_holder,
+)
 
 MESSAGES = TypeAdapter(list[Message])
 R = TypeVar("R", bound=BaseModel)
@@ -42,23 +48,31 @@ class MemoryStore:
         ```
     """
 
-    def __init__(self, *, encode: bool = True) -> None:
+    def __init__(
+        self, *, encode: bool = True, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    ) -> None:
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every={snapshot_every}; use 1 or more")
         self.encode = encode
+        self.snapshot_every = snapshot_every
+        """A running run's snapshot is written at least every this many events."""
         self._runs: dict[str, Any] = {}
-        """run id -> the latest snapshot, as JSON (as a database keeps it)"""
-        self._heads: dict[str, tuple[int, Status, str]] = {}
-        """run id -> (seq, status, chart) of the latest snapshot"""
+        """run id -> the last snapshot written, as JSON (as a database keeps it)"""
+        self._heads: dict[str, list[Any]] = {}
+        """run id -> [live seq, status, chart, snapshot seq, seq it was created at]"""
+        self._behind: dict[str, Run] = {}
+        """run id -> the run after its last append, when its snapshot was not written"""
         self._bases: dict[str, list[tuple[int, Any]]] = {}
         self._events: dict[str, list[Any]] = {}
         self._transcripts: dict[tuple[str, int], list[Any]] = {}
         self._fingerprints: dict[str, set[str]] = {}
         self._intents: dict[str, list[Any]] = {}
         self._open: dict[str, dict[str, int]] = {}
+        """run id -> call id -> index of its open intent"""
         self._done: dict[str, dict[int, int]] = {}
         """run id -> index of a completed intent -> seq of the event that completed it"""
-        """run id -> call id -> index of its open intent"""
         self._leases: dict[str, tuple[str, float, int]] = {}
-        """run id -> (holder, expires, the run's seq when the holder last wrote)"""
+        """run id -> (holder, expires, live seq at acquisition or -1 once another wrote)"""
         self._charts: dict[str, str] = {}
         self._sources: dict[str, str] = {}
 
@@ -67,7 +81,7 @@ class MemoryStore:
             raise ConflictError(f"run {run.run_id} already exists; choose another run id")
         snapshot = self._put(run)
         self._runs[run.run_id] = snapshot
-        self._heads[run.run_id] = (run.seq, run.status, run.chart)
+        self._heads[run.run_id] = [run.seq, run.status, run.chart, run.seq, run.seq]
         self._bases[run.run_id] = [(run.seq, snapshot)]
         self._events[run.run_id] = []
         self._fingerprints[run.run_id] = set()
@@ -75,11 +89,17 @@ class MemoryStore:
         self._open[run.run_id] = {i.call.id: n for n, i in enumerate(intents) if not i.completed}
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
-        event = step.event
+        event, run = step.event, step.run
         run_id = event.run_id
         head = self._heads.get(run_id)
         if head is None:
             raise RunNotFoundError(f"no run {run_id} in this store; create it first")
+        held = self._leases.get(run_id)
+        if lease is not None and (held is None or held[0] != lease.holder):
+            raise LeaseLostError(
+                f"driver {lease.holder} lost the lease of run {run_id} to "
+                f"{held[0] if held else 'nobody'}; stop driving it"
+            )
         if event.seq != head[0] + 1:
             raise ConflictError(
                 f"run {run_id} already has event {event.seq} (stored seq is {head[0]}); "
@@ -95,20 +115,22 @@ class MemoryStore:
             if step.messages and event.visit is not None
             else None
         )
-        snapshot = self._put(step.run)
-        if lease is not None:
-            held = self._leases.get(run_id)
-            if held is None or held[0] != lease.holder:
-                raise LeaseLostError(
-                    f"driver {lease.holder} lost the lease of run {run_id} to "
-                    f"{held[0] if held else 'nobody'}; stop driving it"
-                )
-            self._leases[run_id] = (lease.holder, time.time() + lease.ttl, event.seq)
+        behind = (
+            lease is not None
+            and not step.base
+            and run.status == head[1]
+            and event.seq - head[3] < self.snapshot_every
+        )
         self._events[run_id].append(row)
-        self._runs[run_id] = snapshot
-        self._heads[run_id] = (step.run.seq, step.run.status, step.run.chart)
-        if step.base:
-            self._bases[run_id].append((step.run.seq, snapshot))
+        head[0] = event.seq
+        if behind:
+            self._behind[run_id] = run
+        else:
+            self._write_snapshot(run)
+            if lease is None and held is not None:
+                self._leases[run_id] = (held[0], held[1], -1)
+            if step.base:
+                self._bases[run_id].append((run.seq, self._runs[run_id]))
         if delta is not None and event.visit is not None:
             self._transcripts.setdefault((run_id, event.visit), []).append(delta)
         if event.fingerprint is not None:
@@ -122,6 +144,13 @@ class MemoryStore:
             open_[step.opened.call.id] = len(intents)
             intents.append(self._put(step.opened))
 
+    def _write_snapshot(self, run: Run) -> None:
+        head = self._heads[run.run_id]
+        if run.seq >= head[3]:
+            self._runs[run.run_id] = self._put(run)
+            head[1], head[3] = run.status, run.seq
+        self._behind.pop(run.run_id, None)
+
     def _put(self, record: BaseModel) -> Any:
         """A record as the JSON a database row would hold (or itself, unencoded)."""
         return record.model_dump_json(exclude_defaults=True).encode() if self.encode else record
@@ -130,28 +159,35 @@ class MemoryStore:
         found: R = cls.model_validate_json(stored) if self.encode else stored
         return found
 
-    async def load(self, run_id: str) -> Run:
+    def _snapshot(self, run_id: str) -> Run:
         try:
             return self._get(Run, self._runs[run_id])
         except KeyError:
             raise RunNotFoundError(f"no run {run_id} in this store") from None
 
+    async def load(self, run_id: str) -> Loaded:
+        snapshot = self._snapshot(run_id)
+        head = self._heads[run_id]
+        rows = self._events[run_id][snapshot.seq - head[4] :]
+        return Loaded(snapshot, tuple(self._get(Event, r) for r in rows))
+
     async def base(self, run_id: str, at: int | None = None) -> Run:
-        await self.load(run_id)
+        self._snapshot(run_id)
         found = [self._get(Run, b) for seq, b in self._bases[run_id] if at is None or seq <= at]
         return found[-1]
 
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         return [
             self._get(Run, self._runs[run_id])
-            for run_id, (_, s, c) in self._heads.items()
+            for run_id, (_, s, c, _, _) in self._heads.items()
             if (status is None or s == status) and (chart is None or c == chart)
         ]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
-        await self.load(run_id)
-        events = (self._get(Event, r) for r in self._events[run_id])
-        return [e for e in events if e.seq > after]
+        self._snapshot(run_id)
+        first = self._heads[run_id][4]
+        rows = self._events[run_id][max(0, after - first) :]
+        return [self._get(Event, r) for r in rows]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
         return [
@@ -161,11 +197,11 @@ class MemoryStore:
         ]
 
     async def fingerprints(self, run_id: str) -> set[str]:
-        await self.load(run_id)
+        self._snapshot(run_id)
         return set(self._fingerprints[run_id])
 
     async def intents(self, run_id: str) -> list[Intent]:
-        await self.load(run_id)
+        self._snapshot(run_id)
         done = self._done.get(run_id, {})
         out = [self._get(Intent, i) for i in self._intents[run_id]]
         return [
@@ -174,7 +210,7 @@ class MemoryStore:
         ]
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
-        await self.load(run_id)
+        self._snapshot(run_id)
         now = time.time()
         held = self._leases.get(run_id)
         if held is not None and held[1] > now:
@@ -183,15 +219,30 @@ class MemoryStore:
                 f"{held[1] - now:.1f} s); wait for it, or cancel the run"
             )
         mine = lease_holder(holder)
-        self._leases[run_id] = (mine, now + ttl, self._heads[run_id][0])
+        seq = self._heads[run_id][0]
+        self._leases[run_id] = (mine, now + ttl, seq)
         if held is None:
             return Lease(run_id, mine, ttl)
-        return Lease(run_id, mine, ttl, took_over=True, previous=held[0], previous_seq=held[2])
+        previous = seq if held[2] != -1 else None
+        return Lease(run_id, mine, ttl, took_over=True, previous=held[0], previous_seq=previous)
+
+    async def renew(self, lease: Lease) -> None:
+        held = self._leases.get(lease.run_id)
+        if held is None or held[0] != lease.holder:
+            raise LeaseLostError(
+                f"driver {lease.holder} lost the lease of run {lease.run_id} to "
+                f"{held[0] if held else 'nobody'}; stop driving it"
+            )
+        self._leases[lease.run_id] = (held[0], time.time() + lease.ttl, held[2])
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         held = self._leases.get(lease.run_id)
         if held is None or held[0] != lease.holder:
+            self._behind.pop(lease.run_id, None)
             return
+        behind = self._behind.get(lease.run_id)
+        if behind is not None:
+            self._write_snapshot(behind)
         if clean:
             del self._leases[lease.run_id]
         else:

@@ -1,4 +1,11 @@
-"""How records become SQLite rows and back: column lists, JSON bodies, corrupt-row errors."""
+"""How records become SQLite rows and back: column lists, JSON bodies, corrupt-row errors.
+
+An event row's key is `(run number << 32) | seq` (`key_of`): the table is clustered by
+run then seq in one b-tree with no secondary index (docs/decisions.md says why not
+`WITHOUT ROWID`). What a row's transcript messages already hold is not stored twice: a
+tool result the `tool` message carries, and the calls the `assistant` message carries,
+are left out of the body and marked (`"result@"`, `"calls@"`); `event_of` puts them back.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,36 @@ from pydantic import TypeAdapter, ValidationError
 
 from statechart.errors import CorruptRowError
 from statechart.records.messages import Message, ToolCall
-from statechart.records.run import Event, Intent, Run, Step
+from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Step
+from statechart.records.spent import Spent
 
 MESSAGES = TypeAdapter(list[Message])
+SEQ_BITS = 32
+SEQ_MASK = (1 << SEQ_BITS) - 1
+USAGE = (
+    "steps",
+    "model_calls",
+    "tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_micros",
+    "wall_ms",
+)
+TOTALS = tuple(f"run_{name}" for name in USAGE)
+"""The run's cumulative root spending after the event (what listings read live)."""
 COLUMNS = (
-    "run_id, seq, time, source, target, trigger, actor, reason, tool, refused, error, "
-    "steps, model_calls, tool_calls, input_tokens, output_tokens, cost_micros, wall_ms, "
-    "intent, key, by, fingerprint, exhausted, edge, closes, span, visit, messages, body"
+    "id, time, source, target, trigger, actor, reason, tool, refused, error, "
+    f"{', '.join(USAGE)}, intent, key, by, fingerprint, exhausted, edge, closes, span, "
+    f"visit, messages, body, intent_state, intent_call, {', '.join(TOTALS)}"
+)
+READ = (
+    "id, time, source, target, trigger, actor, reason, refused, error, "
+    f"{', '.join(USAGE)}, intent, key, by, fingerprint, exhausted, edge, span, visit, "
+    "messages, body"
+)
+"""The columns `event_of` reads back."""
+INSERT_EVENT = (
+    f"INSERT INTO event_rows ({COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 1))})"
 )
 BODY = {
     "call",
@@ -34,19 +64,13 @@ BODY = {
     "outputs",
     "inputs",
 }
-USAGE = (
-    "steps",
-    "model_calls",
-    "tool_calls",
-    "input_tokens",
-    "output_tokens",
-    "cost_micros",
-    "wall_ms",
-)
-INSERT_EVENT = f"INSERT INTO events ({COLUMNS}) VALUES ({', '.join('?' * 29)})"
+_NO_RESULT = BODY - {"result"}
+_NO_CALLS = BODY - {"calls"}
+_NEITHER = BODY - {"result", "calls"}
 
 
 def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
+    """Store an intent a run starts with (a fork's): the events record every later one."""
     db.execute(
         "INSERT INTO intent_rows (run_id, call_id, seq, state, tool, call, key) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -54,17 +78,32 @@ def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
     )
 
 
-def event_row(step: Step) -> tuple[Any, ...]:
+def key_of(num: int, seq: int) -> int:
+    """The event row key of run number `num` at `seq`."""
+    return (num << SEQ_BITS) | seq
+
+
+def event_row(step: Step, num: int) -> tuple[Any, ...]:
+    """The values of `INSERT_EVENT` for `step`, the event of run number `num`."""
     e, u = step.event, step.event.usage
     messages = (
         MESSAGES.dump_json(list(step.messages), exclude_defaults=True).decode()
         if step.messages
         else None
     )
-    body = e.model_dump_json(include=BODY, exclude_defaults=True)
+    in_result, in_calls = _carried(e, step.messages)
+    if in_result:
+        include = _NEITHER if in_calls else _NO_RESULT
+    else:
+        include = _NO_CALLS if in_calls else BODY
+    body = e.model_dump_json(include=include, exclude_defaults=True)
+    if in_result or in_calls:
+        marks = ('"result@":1' if in_result else "", '"calls@":1' if in_calls else "")
+        body = body[:-1] + ("," if len(body) > 2 else "") + ",".join(m for m in marks if m) + "}"
+    spent = step.run.ledger.get(ROOT_LEVEL) or Spent()
+    opened = step.opened
     return (
-        e.run_id,
-        e.seq,
+        key_of(num, e.seq),
         e.time,
         e.source,
         e.target,
@@ -92,20 +131,49 @@ def event_row(step: Step) -> tuple[Any, ...]:
         e.visit,
         messages,
         body,
+        opened.state if opened is not None else None,
+        opened.call.model_dump_json() if opened is not None else None,
+        spent.steps,
+        spent.model_calls,
+        spent.tool_calls,
+        spent.input_tokens,
+        spent.output_tokens,
+        spent.cost_micros,
+        spent.wall_ms,
     )
 
 
-def event_of(row: tuple[Any, ...]) -> Event:
-    (run_id, seq, at, source, target, trigger, actor, reason, _tool, refused, error, *rest) = row
+def _carried(e: Event, messages: tuple[Message, ...]) -> tuple[bool, bool]:
+    """Whether `messages` already hold the event's result, and its calls."""
+    in_result = in_calls = False
+    for m in messages:
+        if (
+            e.result is not None
+            and e.call is not None
+            and m.role == "tool"
+            and m.tool_call_id == e.call.id
+            and m.content == e.result
+        ):
+            in_result = True
+        elif e.calls and m.role == "assistant" and m.tool_calls == e.calls:
+            in_calls = True
+    return in_result, in_calls
+
+
+def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
+    """The event stored in a row of `READ` columns."""
+    key, at, source, target, trigger, actor, reason, refused, error, *rest = row
     usage = dict(zip(USAGE, rest[:7], strict=True))
-    intent, key, by, call_fingerprint, exhausted, edge, _closes, span, visit, _messages, body = (
-        rest[7:]
-    )
+    intent, key_, by, call_fingerprint, exhausted, edge, span, visit, messages, body = rest[7:]
+    seq = key & SEQ_MASK
     where = f"events row of run {run_id} at seq {seq}"
     try:
         fields = json.loads(body)
         if not isinstance(fields, dict):
             raise ValueError("the body is not a JSON object")
+        marked = {mark for mark in ("result@", "calls@") if fields.pop(mark, None)}
+        if marked:
+            _restore(fields, marked, messages)
         return Event.model_validate(
             {
                 **fields,
@@ -121,7 +189,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
                 "error": error,
                 "usage": usage,
                 "intent": intent,
-                "key": key,
+                "key": key_,
                 "by": by,
                 "fingerprint": call_fingerprint,
                 "exhausted": exhausted,
@@ -130,8 +198,28 @@ def event_of(row: tuple[Any, ...]) -> Event:
                 "span": span,
             }
         )
-    except (ValidationError, ValueError, TypeError) as exc:
+    except (ValidationError, ValueError, TypeError, KeyError) as exc:
         raise corrupt(where, exc) from None
+
+
+def _restore(fields: dict[str, Any], marked: set[str], messages: str | None) -> None:
+    """Put back what the row's messages carry: the call's result, the reply's calls."""
+    stored = json.loads(messages) if messages else []
+    if "result@" in marked:
+        call_id = fields["call"]["id"]
+        found = [
+            m.get("content", "")
+            for m in stored
+            if m.get("role") == "tool" and m.get("tool_call_id") == call_id
+        ]
+        if not found:
+            raise KeyError(f"no tool message answers call {call_id}")
+        fields["result"] = found[0]
+    if "calls@" in marked:
+        replies = [m["tool_calls"] for m in stored if m.get("role") == "assistant"]
+        if not replies:
+            raise KeyError("no assistant message holds the calls")
+        fields["calls"] = replies[0]
 
 
 def messages_of(rows: Any, run_id: str) -> list[Message]:
@@ -146,8 +234,9 @@ def messages_of(rows: Any, run_id: str) -> list[Message]:
 
 
 def intents_of(rows: Any, closes: Any, run_id: str) -> list[Intent]:
-    """Intents from `intent_rows` rows and the `(seq, closes)` of the events that completed
-    them: a close completes the open intent of that call id, before any opened at its seq."""
+    """Intents from `(call_id, seq, state, call, key)` rows in seq order and the `(seq,
+    closes)` of the events that completed them: a close completes the open intent of that
+    call id, before any opened at its seq."""
     pending = sorted(closes)
     out: list[Intent] = []
     open_: dict[str, int] = {}

@@ -117,6 +117,104 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # `outputs` (JSON). No DDL: the version keeps older code, which would fold them
         # wrongly, from opening a file that has them.
     ),
+    5: (
+        # One row per transition and nothing else: the runs row (snapshot, status, state)
+        # is written behind (on a status change, every K events, on release), so each run
+        # gets a number and its events are keyed (number << 32) | seq in one b-tree.
+        """CREATE TABLE runs5 (
+            num INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            chart TEXT NOT NULL,
+            status TEXT NOT NULL,
+            state TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            snapshot TEXT NOT NULL,
+            lease_holder TEXT,
+            lease_expires REAL NOT NULL DEFAULT 0,
+            lease_seq INTEGER,
+            lease_process TEXT
+        )""",
+        """INSERT INTO runs5 (run_id, chart, status, state, seq, snapshot, lease_holder,
+            lease_expires, lease_seq, lease_process)
+            SELECT run_id, chart, status, state, seq, snapshot, lease_holder, lease_expires,
+                   lease_seq, lease_process FROM runs ORDER BY rowid""",
+        # The event, the intent it records (`intent`, `key`, `intent_state`,
+        # `intent_call`) or completes (`closes`), the transcript messages it adds, and the
+        # run's cumulative root spending after it (`run_*`: NULL on rows migrated from
+        # schema 4, whose runs rows were written at every event).
+        """CREATE TABLE event_rows (
+            id INTEGER PRIMARY KEY,
+            time REAL NOT NULL,
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            reason TEXT,
+            tool TEXT,
+            refused TEXT,
+            error TEXT,
+            steps INTEGER NOT NULL,
+            model_calls INTEGER NOT NULL,
+            tool_calls INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cost_micros INTEGER NOT NULL,
+            wall_ms INTEGER NOT NULL,
+            intent TEXT,
+            key TEXT,
+            by TEXT,
+            fingerprint TEXT,
+            exhausted TEXT,
+            edge TEXT,
+            closes TEXT,
+            span TEXT,
+            visit INTEGER,
+            messages TEXT,
+            body TEXT NOT NULL,
+            intent_state TEXT,
+            intent_call TEXT,
+            run_steps INTEGER,
+            run_model_calls INTEGER,
+            run_tool_calls INTEGER,
+            run_input_tokens INTEGER,
+            run_output_tokens INTEGER,
+            run_cost_micros INTEGER,
+            run_wall_ms INTEGER
+        )""",
+        """INSERT INTO event_rows (id, time, source, target, trigger, actor, reason, tool,
+            refused, error, steps, model_calls, tool_calls, input_tokens, output_tokens,
+            cost_micros, wall_ms, intent, key, by, fingerprint, exhausted, edge, closes, span,
+            visit, messages, body)
+            SELECT (r.num << 32) | e.seq, e.time, e.source, e.target, e.trigger, e.actor,
+                   e.reason, e.tool, e.refused, e.error, e.steps, e.model_calls, e.tool_calls,
+                   e.input_tokens, e.output_tokens, e.cost_micros, e.wall_ms, e.intent, e.key,
+                   e.by, e.fingerprint, e.exhausted, e.edge, e.closes, e.span, e.visit,
+                   e.messages, e.body
+            FROM events e JOIN runs5 r ON r.run_id = e.run_id""",
+        "DROP VIEW intents",
+        "DROP TABLE events",
+        "DROP TABLE runs",
+        "ALTER TABLE runs5 RENAME TO runs",
+        "CREATE INDEX runs_by_status ON runs (status, chart)",
+        # For plain SQL, as before: events by run id and seq, intents with completions.
+        f"""CREATE VIEW events AS
+            SELECT r.run_id, e.id & {(1 << 32) - 1} AS seq, e.*
+            FROM event_rows e JOIN runs r ON r.num = e.id >> 32""",
+        # `intent_rows` now holds only the intents a run starts with (a fork's) and those
+        # of schema 4; an event row records the rest.
+        f"""CREATE VIEW intents AS
+            WITH recorded AS (
+                SELECT run_id, call_id, seq, state, tool, call, key FROM intent_rows
+                UNION ALL
+                SELECT r.run_id, e.intent, e.id & {(1 << 32) - 1}, e.intent_state,
+                       json_extract(e.intent_call, '$.name'), e.intent_call, e.key
+                FROM event_rows e JOIN runs r ON r.num = e.id >> 32
+                WHERE e.intent_call IS NOT NULL
+            )
+            SELECT i.*, (SELECT min(e.seq) FROM events e WHERE e.run_id = i.run_id
+                         AND e.seq > i.seq AND e.closes = i.call_id) AS completed_seq
+            FROM recorded i""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -28,16 +28,25 @@ from statechart.errors import (
 )
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
-from statechart.store.base import DEFAULT_LEASE_TTL, Lease, lease_holder
+from statechart.store.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_SNAPSHOT_EVERY,
+    Lease,
+    Loaded,
+    lease_holder,
+)
 from statechart.store.checkpoint import Checkpointer
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
-    COLUMNS,
     INSERT_EVENT,
+    READ,
+    SEQ_BITS,
+    SEQ_MASK,
     event_of,
     event_row,
     insert_intent,
     intents_of,
+    key_of,
     messages_of,
     parse,
 )
@@ -45,7 +54,6 @@ from statechart.store.schema import open_schema, transaction
 
 Durability = Literal["process", "power"]
 T = TypeVar("T")
-"""WAL pages (4 KiB) past which SQLite checkpoints inside a COMMIT itself."""
 
 
 class SQLiteStore:
@@ -54,7 +62,9 @@ class SQLiteStore:
     `durability="process"` (the default: WAL, `synchronous=NORMAL`) keeps every committed
     transition through a killed process; `"power"` (`synchronous=FULL`, an fsync per
     transition) also through losing power. `offload=True` runs each database call in a
-    worker thread. See docs/persistence.md.
+    worker thread. Each transition appends one event row; the run's snapshot row is
+    written behind it: on a status change, every `snapshot_every` events and when the
+    lease is released. See docs/persistence.md.
 
     Example:
         ```python
@@ -76,6 +86,7 @@ class SQLiteStore:
         durability: Durability = "process",
         offload: bool = False,
         timeout: float = 10.0,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability={durability!r}; use 'process' or 'power'")
@@ -84,6 +95,12 @@ class SQLiteStore:
         self.offload = offload
         """Run each database call in a worker thread instead of on the event loop."""
         self.timeout = timeout
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every={snapshot_every}; use 1 or more")
+        self.snapshot_every = snapshot_every
+        """A running run's snapshot is written at least every this many events."""
+        self._behind: dict[str, Run] = {}
+        """run id -> the run after its last append, when its snapshot was not written"""
         self._lock = threading.Lock()
         self._saved: dict[str, str | None] = {}
         """Chart versions this connection has stored (so `start` skips a transaction)."""
@@ -151,65 +168,95 @@ class SQLiteStore:
     def _append(self, step: Step, lease: Lease | None) -> None:
         event, run = step.event, step.run
         run_id = event.run_id
-        snapshot = run.model_dump_json(exclude_defaults=True)
-        row = event_row(step)
         with transaction(self._db) as db:
-            if lease is None:
-                cur = db.execute(
-                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=? WHERE run_id=? AND seq=?",
-                    (run.status, run.state, event.seq, snapshot, run_id, event.seq - 1),
+            num, status, snapshot_seq, holder, seq = self._head(db, run_id)
+            if lease is not None and holder != lease.holder:
+                raise LeaseLostError(
+                    f"driver {lease.holder} lost the lease of run {run_id} to "
+                    f"{holder or 'nobody'} (it expired); stop driving it"
                 )
-            else:
-                cur = db.execute(
-                    "UPDATE runs SET status=?, state=?, seq=?, snapshot=?, lease_expires=?, "
-                    "lease_seq=? WHERE run_id=? AND seq=? AND lease_holder=?",
-                    (
-                        run.status,
-                        run.state,
-                        event.seq,
-                        snapshot,
-                        time.time() + lease.ttl,
-                        event.seq,
-                        run_id,
-                        event.seq - 1,
-                        lease.holder,
-                    ),
+            if event.seq != seq + 1:
+                raise ConflictError(
+                    f"run {run_id} is at seq {seq}, not {event.seq - 1}: another writer "
+                    "advanced it; reload the run"
                 )
-            if cur.rowcount != 1:
-                raise self._refusal(db, event, lease)
             try:
-                db.execute(INSERT_EVENT, row)
+                db.execute(INSERT_EVENT, event_row(step, num))
             except sqlite3.IntegrityError:
                 raise ConflictError(
                     f"run {run_id} already has event {event.seq}; reload the run"
                 ) from None
-            if step.base:
-                db.execute(
-                    "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
-                    (run_id, event.seq, snapshot),
-                )
-            if step.opened is not None:
-                insert_intent(db, run_id, step.opened)
+            behind = (
+                lease is not None
+                and not step.base
+                and run.status == status
+                and event.seq - snapshot_seq < self.snapshot_every
+            )
+            if not behind:
+                failpoints.hit("store.append.snapshot")
+                self._write_snapshot(db, num, run, others=lease is None and holder is not None)
+                if step.base:
+                    db.execute(
+                        "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
+                        (run_id, event.seq, run.model_dump_json(exclude_defaults=True)),
+                    )
             failpoints.hit("store.append.uncommitted")
+        if behind:
+            self._behind[run_id] = run
+        else:
+            self._behind.pop(run_id, None)
         self._checkpointer.appended()
 
-    def _refusal(self, db: sqlite3.Connection, event: Event, lease: Lease | None) -> Exception:
+    def _head(self, db: sqlite3.Connection, run_id: str) -> tuple[int, str, int, str | None, int]:
+        """(number, status, snapshot seq, lease holder, live seq) of a stored run."""
         found = db.execute(
-            "SELECT seq, lease_holder FROM runs WHERE run_id=?", (event.run_id,)
+            "SELECT num, status, seq, lease_holder, (SELECT max(id) FROM event_rows "
+            f"WHERE id BETWEEN num << {SEQ_BITS} AND (num << {SEQ_BITS}) + {SEQ_MASK}) "
+            "FROM runs WHERE run_id=?",
+            (run_id,),
         ).fetchone()
         if found is None:
-            return RunNotFoundError(f"no run {event.run_id} in {self.path}; create it first")
-        seq, holder = found
-        if seq != event.seq - 1:
-            return ConflictError(
-                f"run {event.run_id} is at seq {seq}, not {event.seq - 1}: another writer "
-                "advanced it; reload the run"
-            )
-        assert lease is not None
-        return LeaseLostError(
-            f"driver {lease.holder} lost the lease of run {event.run_id} to "
-            f"{holder or 'nobody'} (it expired); stop driving it"
+            raise RunNotFoundError(f"no run {run_id} in {self.path}; create it first")
+        num, status, snapshot_seq, holder, last = found
+        seq = snapshot_seq if last is None else max(snapshot_seq, last & SEQ_MASK)
+        return num, status, snapshot_seq, holder, seq
+
+    def _write_snapshot(
+        self, db: sqlite3.Connection, num: int, run: Run, *, others: bool = False
+    ) -> None:
+        """Write `run` as the run's snapshot unless a later one is stored; `others` says a
+        writer without the lease wrote while it was held (no takeover can be in doubt)."""
+        db.execute(
+            "UPDATE runs SET status=?, state=?, seq=?, snapshot=?"
+            f"{', lease_seq=-1' if others else ''} WHERE num=? AND seq<=?",
+            (
+                run.status,
+                run.state,
+                run.seq,
+                run.model_dump_json(exclude_defaults=True),
+                num,
+                run.seq,
+            ),
         )
+
+    async def renew(self, lease: Lease) -> None:
+        await self._call(self._renew, lease)
+
+    def _renew(self, lease: Lease) -> None:
+        with transaction(self._db) as db:
+            cur = db.execute(
+                "UPDATE runs SET lease_expires=? WHERE run_id=? AND lease_holder=?",
+                (time.time() + lease.ttl, lease.run_id, lease.holder),
+            )
+            if cur.rowcount != 1:
+                found = db.execute(
+                    "SELECT lease_holder FROM runs WHERE run_id=?", (lease.run_id,)
+                ).fetchone()
+                raise LeaseLostError(
+                    f"driver {lease.holder} lost the lease of run {lease.run_id} to "
+                    f"{found[0] if found and found[0] else 'nobody'}; stop driving it"
+                )
+            failpoints.hit("store.renew.uncommitted")
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
         return await self._call(self._acquire, run_id, holder, ttl)
@@ -217,19 +264,20 @@ class SQLiteStore:
     def _acquire(self, run_id: str, holder: str, ttl: float) -> Lease:
         with transaction(self._db) as db:
             found = db.execute(
-                "SELECT lease_holder, lease_expires, lease_seq, seq, lease_process FROM runs "
+                "SELECT lease_holder, lease_expires, lease_seq, lease_process FROM runs "
                 "WHERE run_id=?",
                 (run_id,),
             ).fetchone()
             if found is None:
                 raise RunNotFoundError(f"no run {run_id} in {self.path}")
-            current, expires, last_seq, seq, process = found
+            current, expires, last_seq, process = found
             now = time.time()
             if current is not None and expires > now and not known_dead(process):
                 raise LeaseHeldError(
                     f"run {run_id} is being driven by {current} (lease expires in "
                     f"{expires - now:.1f} s); wait for it, or cancel the run"
                 )
+            seq = self._head(db, run_id)[4]
             mine = lease_holder(holder)
             db.execute(
                 "UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=?, lease_process=? "
@@ -242,19 +290,24 @@ class SQLiteStore:
             ttl,
             took_over=current is not None,
             previous=current,
-            previous_seq=last_seq if current is not None else None,
+            previous_seq=seq if current is not None and last_seq != -1 else None,
         )
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         await self._call(self._release, lease, clean)
 
     def _release(self, lease: Lease, clean: bool) -> None:
+        behind = self._behind.get(lease.run_id)
         with transaction(self._db) as db:
-            db.execute(
+            cur = db.execute(
                 "UPDATE runs SET lease_holder=CASE WHEN ? THEN NULL ELSE lease_holder END, "
-                "lease_expires=0 WHERE run_id=? AND lease_holder=?",
+                "lease_expires=0 WHERE run_id=? AND lease_holder=? RETURNING num",
                 (clean, lease.run_id, lease.holder),
-            )
+            ).fetchone()
+            if behind is not None and cur is not None:
+                self._write_snapshot(db, cur[0], behind)
+            failpoints.hit("store.release.uncommitted")
+        self._behind.pop(lease.run_id, None)
 
     async def save_chart(
         self,
@@ -285,14 +338,30 @@ class SQLiteStore:
 
     # -- reads ------------------------------------------------------------------------------
 
-    async def load(self, run_id: str) -> Run:
+    async def load(self, run_id: str) -> Loaded:
         return await self._call(self._load, run_id)
 
-    def _load(self, run_id: str) -> Run:
-        found = self._db.execute("SELECT snapshot FROM runs WHERE run_id=?", (run_id,)).fetchone()
+    def _load(self, run_id: str) -> Loaded:
+        num, snapshot = self._snapshot(run_id)
+        rows = self._db.execute(
+            f"SELECT {READ} FROM event_rows WHERE id BETWEEN ? AND ? ORDER BY id",
+            (key_of(num, snapshot.seq + 1), key_of(num, SEQ_MASK)),
+        ).fetchall()
+        return Loaded(snapshot, tuple(event_of(run_id, row) for row in rows))
+
+    def _snapshot(self, run_id: str) -> tuple[int, Run]:
+        found = self._db.execute(
+            "SELECT num, snapshot FROM runs WHERE run_id=?", (run_id,)
+        ).fetchone()
         if found is None:
             raise RunNotFoundError(f"no run {run_id} in {self.path}")
-        return parse(Run, found[0], f"runs row of run {run_id}")
+        return found[0], parse(Run, found[1], f"runs row of run {run_id}")
+
+    def _num(self, run_id: str) -> int:
+        found = self._db.execute("SELECT num FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if found is None:
+            raise RunNotFoundError(f"no run {run_id} in {self.path}")
+        return int(found[0])
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         return await self._call(self._base, run_id, at)
@@ -303,7 +372,7 @@ class SQLiteStore:
             (run_id, at if at is not None else 2**62),
         ).fetchone()
         if found is None:
-            self._load(run_id)
+            self._num(run_id)
             raise CorruptRowError(f"run {run_id} has no base snapshot in {self.path}")
         return parse(Run, found[1], f"bases row of run {run_id} at seq {found[0]}")
 
@@ -313,7 +382,7 @@ class SQLiteStore:
     def _runs(self, status: Status | None, chart: str | None) -> list[Run]:
         rows = self._db.execute(
             "SELECT run_id, snapshot FROM runs WHERE (?1 IS NULL OR status=?1) "
-            "AND (?2 IS NULL OR chart=?2) ORDER BY rowid",
+            "AND (?2 IS NULL OR chart=?2) ORDER BY num",
             (status, chart),
         ).fetchall()
         return [parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
@@ -322,20 +391,22 @@ class SQLiteStore:
         return await self._call(self._events, run_id, after)
 
     def _events(self, run_id: str, after: int) -> list[Event]:
-        self._load(run_id)
+        num = self._num(run_id)
         rows = self._db.execute(
-            f"SELECT {COLUMNS} FROM events WHERE run_id=? AND seq>? ORDER BY seq", (run_id, after)
+            f"SELECT {READ} FROM event_rows WHERE id BETWEEN ? AND ? ORDER BY id",
+            (key_of(num, after + 1), key_of(num, SEQ_MASK)),
         ).fetchall()
-        return [event_of(row) for row in rows]
+        return [event_of(run_id, row) for row in rows]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
         return await self._call(self._transcript, run_id, visit)
 
     def _transcript(self, run_id: str, visit: int) -> list[Message]:
+        num = self._num(run_id)
         rows = self._db.execute(
-            "SELECT seq, messages FROM events WHERE run_id=? AND seq>=? AND visit=? "
-            "AND messages IS NOT NULL ORDER BY seq",
-            (run_id, visit, visit),
+            f"SELECT id & {SEQ_MASK}, messages FROM event_rows WHERE id BETWEEN ? AND ? "
+            "AND visit=? AND messages IS NOT NULL ORDER BY id",
+            (key_of(num, visit), key_of(num, SEQ_MASK), visit),
         )
         return messages_of(rows, run_id)
 
@@ -343,9 +414,11 @@ class SQLiteStore:
         return await self._call(self._fingerprints, run_id)
 
     def _fingerprints(self, run_id: str) -> set[str]:
-        self._load(run_id)
+        num = self._num(run_id)
         rows = self._db.execute(
-            "SELECT fingerprint FROM events WHERE run_id=? AND fingerprint IS NOT NULL", (run_id,)
+            "SELECT fingerprint FROM event_rows WHERE id BETWEEN ? AND ? "
+            "AND fingerprint IS NOT NULL",
+            (key_of(num, 0), key_of(num, SEQ_MASK)),
         )
         return {call_fingerprint for (call_fingerprint,) in rows}
 
@@ -353,15 +426,23 @@ class SQLiteStore:
         return await self._call(self._intents, run_id)
 
     def _intents(self, run_id: str) -> list[Intent]:
-        self._load(run_id)
+        num = self._num(run_id)
+        span = (key_of(num, 0), key_of(num, SEQ_MASK))
         rows = self._db.execute(
-            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=? ORDER BY seq",
+            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=?",
             (run_id,),
         ).fetchall()
-        closes = self._db.execute(
-            "SELECT seq, closes FROM events WHERE run_id=? AND closes IS NOT NULL", (run_id,)
+        rows += self._db.execute(
+            f"SELECT intent, id & {SEQ_MASK}, intent_state, intent_call, key FROM event_rows "
+            "WHERE id BETWEEN ? AND ? AND intent_call IS NOT NULL",
+            span,
         ).fetchall()
-        return intents_of(rows, closes, run_id)
+        closes = self._db.execute(
+            f"SELECT id & {SEQ_MASK}, closes FROM event_rows WHERE id BETWEEN ? AND ? "
+            "AND closes IS NOT NULL",
+            span,
+        ).fetchall()
+        return intents_of(sorted(rows, key=lambda row: row[1]), closes, run_id)
 
     async def chart_description(self, version: str) -> str | None:
         return await self._call(self._chart_description, version)

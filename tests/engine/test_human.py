@@ -133,7 +133,7 @@ async def test_cancel_ends_the_run_in_cancelled() -> None:
     rec = await cancel(c, end.run_id, store=store, reason="customer withdrew")
     assert rec.run.state == "cancelled" and rec.run.status == "ended"
     assert rec.run.reason == "cancelled: customer withdrew" and rec.run.pending == ()
-    assert (await store.load(end.run_id)).state == "cancelled"
+    assert (await store.load(end.run_id)).snapshot.state == "cancelled"
 
 
 async def test_an_approval_state_may_reject_to_escalated() -> None:
@@ -196,7 +196,7 @@ async def test_bad_edits_are_refused_and_change_nothing() -> None:
     end, _, _, store = await run_script(c, [reply(call("wire", "w1", to="a", amount=1))])
     with pytest.raises(RunError, match="amount: Input should be a valid integer"):
         await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "lots"})
-    assert await store.load(end.run_id) == end
+    assert (await store.load(end.run_id)).snapshot == end
     rec = await approve(c, end.run_id, store=store, by="cfo", edits={"amount": "7"})
     assert rec.event.call is not None and rec.event.call.arguments == {"to": "a", "amount": 7}
     proposed, intent = await store.intents(end.run_id)  # the edit is recorded again

@@ -25,7 +25,7 @@ def test_sqlite_keeps_every_random_run_exactly(data: st.DataObject) -> None:
             for step in o.steps:
                 await store.append(step)
         assert await sqlite.events(run_id) == o.events
-        assert await sqlite.load(run_id) == o.final
+        assert (await sqlite.load(run_id)).snapshot == o.final
         assert await sqlite.intents(run_id) == await memory.intents(run_id)
         assert await sqlite.fingerprints(run_id) == await memory.fingerprints(run_id)
         for visit, messages in o.transcripts.items():

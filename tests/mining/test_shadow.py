@@ -702,7 +702,7 @@ def test_shadow_observe_patch_is_stored_as_json_values() -> None:
 
     async def both() -> tuple[sc.Run, sc.Run]:
         folded = replay(compiled(chart), await store.base("patched"), await store.events("patched"))
-        return await store.load("patched"), folded
+        return (await store.load("patched")).snapshot, folded
 
     loaded, folded = anyio.run(both)
     assert loaded == folded

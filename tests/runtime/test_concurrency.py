@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from statechart import SQLiteStore, start
+from statechart import SQLiteStore, load_run, start
 from statechart.engine import compiled
 from statechart.engine.replay import replay
 from tests.support.crash_refund import Bank, Zygote, refund_chart, refund_model
@@ -35,7 +35,8 @@ def zygote() -> Iterator[Zygote]:
 
 
 def _rows(store: Path, run_id: str) -> tuple[list[int], tuple[Any, ...], list[str]]:
-    """The run's event seqs, its runs row and its event reasons, read straight from SQLite."""
+    """The run's event seqs, its runs row (with the live state and seq of its last event: the
+    snapshot is written behind) and its event reasons, read straight from SQLite."""
     db = sqlite3.connect(store, isolation_level=None)
     try:
         seqs = [
@@ -45,7 +46,9 @@ def _rows(store: Path, run_id: str) -> tuple[list[int], tuple[Any, ...], list[st
             ).fetchall()
         ]
         (row,) = db.execute(
-            "SELECT status, state, seq, lease_holder, lease_expires FROM runs WHERE run_id=?",
+            "SELECT r.status, coalesce(e.target, r.state), coalesce(e.seq, r.seq), "
+            "r.lease_holder, r.lease_expires FROM runs r LEFT JOIN (SELECT * FROM events "
+            "WHERE run_id=?1 ORDER BY seq DESC LIMIT 1) e USING (run_id) WHERE r.run_id=?1",
             (run_id,),
         ).fetchall()
         reasons = [
@@ -68,7 +71,9 @@ def _replays(policy: str, bank: Bank, store: Path, run_ids: list[str]) -> None:
             for run_id in run_ids:
                 base = await s.base(run_id)
                 events = await s.events(run_id, after=base.seq)
-                assert replay(compiled(chart), base, events) == await s.load(run_id), run_id
+                assert replay(compiled(chart), base, events) == await load_run(
+                    chart, run_id, store=s
+                ), run_id
         finally:
             s.close()
 

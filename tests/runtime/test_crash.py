@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from statechart import SQLiteStore
+from statechart import SQLiteStore, load_run
 from statechart.engine import compiled
 from statechart.engine.replay import replay
 from tests.support.cli import AGENT, TICKET, WAITING, cli_env, run_cli, waiting_id
@@ -35,8 +35,16 @@ STEPS = 11
 """Transitions of a clean run (13 when it waits for the operator)."""
 SETUP, PER_STEP = 0.012, 0.004
 """Seconds a child takes to start driving, then per transition (about 50 ms in all)."""
-POINTS = {"intent.recorded": 2, "tool.returned": 2, "store.append.uncommitted": 11}
-"""Each fail-point and how often one clean drive reaches it."""
+POINTS = {
+    "intent.recorded": 2,
+    "tool.returned": 2,
+    "store.append.uncommitted": 11,
+    "store.append.snapshot": 3,
+    "store.renew.uncommitted": 1,
+    "store.release.uncommitted": 1,
+}
+"""Each fail-point and how often one clean drive reaches it (the children's stores write
+a snapshot every 3 events; their 0.01 s lease is renewed between most steps)."""
 WINDOWS = (
     "before intent",
     "intent, before effect",
@@ -101,8 +109,11 @@ class Campaign:
         }
 
     def seen(self, run_id: str) -> Seen:
-        rows = self.db.execute(
-            "SELECT status, state, seq FROM runs WHERE run_id=?", (run_id,)
+        rows = self.db.execute(  # the live state and seq: the snapshot is written behind
+            "SELECT r.status, coalesce(e.target, r.state), coalesce(e.seq, r.seq) FROM runs r "
+            "LEFT JOIN (SELECT * FROM events WHERE run_id=?1 ORDER BY seq DESC LIMIT 1) e "
+            "USING (run_id) WHERE r.run_id=?1",
+            (run_id,),
         ).fetchall()
         intents = self.db.execute(
             "SELECT tool, completed_seq FROM intents WHERE run_id=? ORDER BY seq", (run_id,)
@@ -154,19 +165,30 @@ class Campaign:
 
     def _window(self, before: Seen, after: Seen, point: str | None, extra: dict[str, Any]) -> str:
         """Where the kill landed, from what was stored; fail-points also check their spot."""
-        if point == "store.append.uncommitted":
+        if point in ("store.append.uncommitted", "store.append.snapshot"):
             n = int(extra["failpoint"].rsplit(":", 1)[1])
-            assert after.seq == before.seq + n - 1, (before, after, "append n committed")
+            if point == "store.append.uncommitted":
+                assert after.seq == before.seq + n - 1, (before, after, "append n committed")
+            else:  # the n-th append that writes the snapshot: an earlier one, none since
+                assert after.seq >= before.seq + n - 1, (before, after, "appends committed")
             return "in transaction"
+        if point in ("store.renew.uncommitted", "store.release.uncommitted"):
+            return _settled(after)
         if point is not None:  # killed right after an intent committed, or after its tool ran
             assert after.last_intent_open and after.state.endswith(".act"), (point, after)
-        if not after.refund_intent:
-            return "before intent"
-        if not after.refund_done:
-            if point == "tool.returned":
-                assert after.refunds >= 1, after
-            return "effect, before completion" if after.refunds else "intent, before effect"
-        return "after completion"
+        if point == "tool.returned":
+            assert after.refund_done or after.refunds >= 1, after
+        return _settled(after)
+
+
+def _settled(after: Seen) -> str:
+    """The window a kill landed in, by whether the refund's intent, effect and completion
+    were stored."""
+    if not after.refund_intent:
+        return "before intent"
+    if not after.refund_done:
+        return "effect, before completion" if after.refunds else "intent, before effect"
+    return "after completion"
 
 
 def check(campaign: Campaign) -> dict[str, int]:
@@ -183,7 +205,9 @@ def check(campaign: Campaign) -> dict[str, int]:
             for run_id in campaign.runs:
                 base = await store.base(run_id)
                 events = await store.events(run_id, after=base.seq)
-                assert replay(compiled(chart), base, events) == await store.load(run_id), run_id
+                assert replay(compiled(chart), base, events) == await load_run(
+                    chart, run_id, store=store
+                ), run_id
                 reasons += [f"{e.trigger}: {e.reason}" for e in events]
             return ends, reasons
         finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -15,17 +17,21 @@ from statechart import (
     Edge,
     EventLoopRunningError,
     Facts,
+    LeaseHeldError,
+    LeaseLostError,
     MemoryStore,
     ScriptedModel,
     Session,
     SQLiteStore,
     State,
     call,
+    drive,
     reply,
     run_sync,
     run_to_end,
     start,
     step,
+    tool,
 )
 from tests.support.durable import FINISH, never_refund, pay_chart
 from tests.support.helpers import run_script
@@ -152,6 +158,69 @@ async def test_run_to_end_returns_the_stored_run_when_nothing_was_left_to_do(db:
     run = await start(c, store=store, model=model, run_id="r1")
     assert (await run_to_end(c, run, store=store, model=model)).state == "done"
     again = await run_to_end(c, run, store=store, model=ScriptedModel([]))
-    assert again == await store.load("r1"), (
+    assert again == (await store.load("r1")).snapshot, (
         f"run_to_end said the run is {again.status} in '{again.state}'; it ended in 'done'"
     )
+
+
+# -- the lease heartbeat -------------------------------------------------------------------
+
+
+@tool(retry="safe")
+async def slow_lookup(q: str) -> str:
+    """A lookup that takes three times the lease's TTL."""
+    await anyio.sleep(0.9)
+    return f"found {q}"
+
+
+def slow_chart() -> Chart:
+    return Chart(
+        "slow",
+        states=(State("work", tools=(slow_lookup,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+
+
+async def test_a_call_longer_than_the_lease_keeps_it_held_by_the_heartbeat(db: Path) -> None:
+    """A tool call lasting 3x the 0.3 s TTL: the heartbeat renews the lease meanwhile, so a
+    second driver on another connection to the same file is refused the whole time and
+    the run finishes with no takeover; once it ended, the lease is free. A drive that does
+    not renew for longer than the TTL (here suspended at a yield) loses the lease to the
+    next driver and says so at its next renewal."""
+    c = slow_chart()
+    model = ScriptedModel([reply(call("slow_lookup", "s1", q="a")), FINISH])
+    store, other = SQLiteStore(db), SQLiteStore(db)
+    run = await start(c, store=store, model=model, run_id="r1")
+    refused = 0
+    ended = anyio.Event()
+
+    async def knock() -> None:
+        nonlocal refused
+        while not ended.is_set():
+            with pytest.raises(LeaseHeldError):
+                await other.acquire("r1", "intruder", ttl=0.3)
+            refused += 1
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(knock)
+        end = await run_to_end(c, run, store=store, model=model, lease_ttl=0.3)
+        ended.set()
+    assert end.state == "done" and refused >= 8
+    assert "takeover" not in [e.trigger for e in await store.events("r1")]
+    lease = await other.acquire("r1", "after", ttl=0.3)  # released at the end
+    await other.release(lease)
+
+    model = ScriptedModel([reply(call("slow_lookup", "s2", q="b")), FINISH])
+    run = await start(c, store=store, model=model, run_id="r2")
+    with pytest.raises(LeaseLostError):
+        async with contextlib.aclosing(
+            drive(c, run, store=store, model=model, lease_ttl=0.3)
+        ) as steps:
+            async for record in steps:
+                if record.event.trigger == "propose":  # the call starts next: take the run
+                    await anyio.sleep(0.4)  # (as a driver that did not beat would let happen)
+                    await other.acquire("r2", "intruder", ttl=30)
+    store.close()
+    other.close()

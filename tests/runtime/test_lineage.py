@@ -100,7 +100,7 @@ async def test_a_fork_starts_from_the_rebuilt_state_and_keeps_its_lineage(store:
     assert not inherited.completed
     assert (child.parent_run, child.parent_seq) == (end.run_id, at)
     assert child.lineage_root == end.run_id
-    assert await store.load(end.run_id) == end
+    assert (await store.load(end.run_id)).snapshot == end
     assert len(await store.events(end.run_id)) == end.seq
 
 
@@ -279,7 +279,7 @@ async def test_approving_with_a_changed_chart_is_refused(db: Path) -> None:
     assert old.version != new.version
     store = SQLiteStore(db)
     await start(old, store=store, model=ScriptedModel([]), run_id="r1")
-    before = await store.load("r1")
+    before = (await store.load("r1")).snapshot
     with pytest.raises(ChartChangedError):
         await approve(new, "r1", store=store, by="ops")
-    assert await store.load("r1") == before
+    assert (await store.load("r1")).snapshot == before

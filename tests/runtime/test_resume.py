@@ -44,6 +44,7 @@ from statechart import (
 )
 from statechart.engine import compiled
 from statechart.engine.replay import replay
+from statechart.runtime.current import current
 from statechart.models import register, registry
 from tests.engine.test_nesting import workflow
 from tests.support.durable import (
@@ -156,7 +157,7 @@ async def test_resume_continues_three_levels_deep_from_another_store(db: Path) -
     run = await start(c, store=store, model=model, run_id="r1")
     async for _ in drive(c, run, store=store, model=model):
         pass
-    waiting = await store.load("r1")
+    waiting = (await store.load("r1")).snapshot
     assert waiting.state == "explore.inner.probe.approve"
     store.close()
     other = SQLiteStore(db)  # another process's connection
@@ -291,12 +292,12 @@ async def test_a_migration_to_a_missing_state_changes_nothing(db: Path) -> None:
         edges=(Edge("settle", "done"),),
     )
     store = SQLiteStore(db)
-    before = await store.load("r1")
+    before = (await store.load("r1")).snapshot
     with pytest.raises(
         ChartChangedError, match=r"after <lambda>: the state 'resolve\.act' is not a leaf"
     ):
         await resume(changed, "r1", store=store, model=ScriptedModel([]), migrate=lambda r: r)
-    assert await store.load("r1") == before
+    assert (await store.load("r1")).snapshot == before
 
 
 # -- the model a run recorded ---------------------------------------------------------------
@@ -359,7 +360,7 @@ async def test_resume_returns_the_stored_run_when_another_process_finished_it(db
         store=FinishedMeanwhile(store, c),  # type: ignore[arg-type]
         model=ScriptedModel([]),
     )
-    assert got == await store.load("r1") and got.state == "done"
+    assert got == (await store.load("r1")).snapshot and got.state == "done"
 
 
 # -- a call in doubt stays in doubt until a driver settles it --------------------------------
@@ -419,7 +420,8 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     raw = sqlite3.connect(db, isolation_level=None)
     good = raw.execute("SELECT messages FROM events WHERE run_id='r1' AND seq=1").fetchone()[0]
     lease_before = raw.execute("SELECT lease_holder FROM runs").fetchone()
-    raw.execute('UPDATE events SET messages=\'[{"role": "wizard"}]\' WHERE seq=1')
+    rows_before = raw.execute("SELECT count(*), max(id) FROM event_rows").fetchone()
+    raw.execute('UPDATE event_rows SET messages=\'[{"role": "wizard"}]\' WHERE id % 4294967296=1')
     store = SQLiteStore(db)
     with pytest.raises(CorruptRowError):
         await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
@@ -427,8 +429,9 @@ async def test_a_corrupt_row_error_on_resume_changes_nothing_not_even_the_doubt(
     # holder kept), so the next driver still takes the run over with the call in doubt
     holder, expires = raw.execute("SELECT lease_holder, lease_expires FROM runs").fetchone()
     assert holder is not None and holder != lease_before[0] and expires == 0
-    assert (await store.events("r1"))[-1].trigger != "takeover"  # nothing was appended
-    raw.execute("UPDATE events SET messages=? WHERE seq=1", (good,))  # restored from a backup
+    rows_after = raw.execute("SELECT count(*), max(id) FROM event_rows").fetchone()
+    assert rows_after == rows_before  # nothing was appended
+    raw.execute("UPDATE event_rows SET messages=? WHERE id % 4294967296=1", (good,))  # a backup
     end = await resume(c, "r1", store=store, model=ScriptedModel([FINISH]))
     assert CALLS == [] and end.state == "resolve.approve"
 
@@ -571,7 +574,7 @@ async def test_a_call_cancelled_mid_flight_is_settled_by_a_resume(db: Path) -> N
     async with anyio.create_task_group() as tg:
         tg.start_soon(ops)
         await run_to_end(c, "r1", store=store, model=model)
-    assert (await store.load("r1")).state == "cancelled"
+    assert (await store.load("r1")).snapshot.state == "cancelled"
     await resume(c, "r1", store=store, model=ScriptedModel([]))
     (intent,) = await store.intents("r1")
     assert asked == ["o1"] or intent.completed, f"the interrupted call was never settled: {intent}"
@@ -609,7 +612,7 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
         async for record in steps:
             if record.event.seq == 2:
                 break
-    before = await store.load("r1")
+    before = (await store.load("r1")).snapshot
     assert before.state == "research.think"
 
     def rename(run: Run) -> Run:
@@ -622,13 +625,13 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
     except Exception as exc:
         pytest.fail(
             f"{type(exc).__name__}: {exc} (after the migration; the stored run is now "
-            f"at seq {(await store.load('r1')).seq}, was {before.seq})"
+            f"at seq {(await store.load('r1')).snapshot.seq}, was {before.seq})"
         )
     else:
-        end = await store.load("r1")
+        end = (await store.load("r1")).snapshot
         assert end.state == "done"
         return
-    assert await store.load("r1") == before
+    assert (await store.load("r1")).snapshot == before
 
 
 def _holding(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -674,10 +677,10 @@ async def test_a_live_holder_is_never_taken_over(tmp_path: Path) -> None:
     child, db = _holding(tmp_path)
     try:
         store = SQLiteStore(db)
-        seq = (await store.load(held.RUN_ID)).seq
+        seq = (await store.load(held.RUN_ID)).snapshot.seq
         with pytest.raises(LeaseHeldError, match="is being driven by"):
             await resume(held.chart(), held.RUN_ID, store=store, model=held.script())
-        assert (await store.load(held.RUN_ID)).seq == seq
+        assert (await store.load(held.RUN_ID)).snapshot.seq == seq
         process = store._db.execute("SELECT lease_process FROM runs").fetchone()[0]
         assert process.split("/")[2] == str(child.pid)
         store.close()
@@ -732,7 +735,9 @@ def test_a_kill_inside_a_ported_sub_chart_resumes_with_its_own_context_and_runs_
     killed = child("start", STATECHART_FAILPOINT="tool.returned:1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     store = SQLiteStore(db)
-    stopped = anyio.run(store.load, proc.RUN_ID)
+    loaded = anyio.run(store.load, proc.RUN_ID)
+    stopped = current(proc.chart(), loaded)  # killed: its snapshot is behind its events
+    assert loaded.tail and stopped.seq == loaded.tail[-1].seq
     assert stopped.state == "look.fetch.act" and stopped.context == {
         "order_id": "A-7",
         "note": None,
@@ -743,7 +748,7 @@ def test_a_kill_inside_a_ported_sub_chart_resumes_with_its_own_context_and_runs_
     done = child("resume")
     assert done.returncode == 0, done.stderr
     store = SQLiteStore(db)
-    end = anyio.run(store.load, proc.RUN_ID)
+    end = anyio.run(store.load, proc.RUN_ID).snapshot
     events = anyio.run(store.events, proc.RUN_ID)
     assert (end.state, end.context, end.contexts) == (
         "done",

@@ -99,7 +99,7 @@ async def test_two_connections_are_fenced_by_seq(tmp_path: Path) -> None:
     )
     with pytest.raises(ConflictError):
         await two.append(steps[-1])
-    assert await two.load(end.run_id) == end
+    assert (await two.load(end.run_id)).snapshot == end
     one.close()
     two.close()
 
@@ -160,7 +160,7 @@ async def test_a_truncated_snapshot_is_a_clear_error_and_nothing_changes(tmp_pat
 async def test_a_corrupt_transcript_row_is_a_clear_error(tmp_path: Path) -> None:
     await corrupt_and_check(
         tmp_path,
-        'UPDATE events SET messages = \'[{"role": "wizard"}]\' WHERE messages IS NOT NULL',
+        'UPDATE event_rows SET messages = \'[{"role": "wizard"}]\' WHERE messages IS NOT NULL',
         "transcript of run r1 at seq 1 is corrupt",
     )
 
@@ -171,10 +171,10 @@ async def test_a_corrupt_event_row_is_a_clear_error(tmp_path: Path) -> None:
     end, _, _, _ = await run_script(
         chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
     )
-    store._db.execute("UPDATE events SET body = '{\"calls\": [' WHERE seq = 1")
+    store._db.execute("UPDATE event_rows SET body = '{\"calls\": [' WHERE id % 4294967296 = 1")
     with pytest.raises(CorruptRowError, match=f"events row of run {end.run_id} at seq 1"):
         await store.events(end.run_id)
-    store._db.execute("UPDATE events SET body = '[1, 2]' WHERE seq = 1")
+    store._db.execute("UPDATE event_rows SET body = '[1, 2]' WHERE id % 4294967296 = 1")
     with pytest.raises(CorruptRowError, match="not a JSON object"):
         await store.events(end.run_id)
     store.close()
@@ -220,7 +220,7 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> 
     db.commit()
     db.close()
     store = SQLiteStore(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     rows = store._db.execute("SELECT version, description, source FROM charts").fetchall()
     assert rows == [("v-old", "chart old", None)]
     store.close()
@@ -292,7 +292,7 @@ async def test_a_store_written_before_the_layout_change_loads_and_resumes(tmp_pa
     path = tmp_path / "before.db"
     shutil.copyfile(Path(__file__).parent / "data" / "before_layout.db", path)
     store = SQLiteStore(path)
-    run = await store.load(stored_before.RUN_ID)
+    run = (await store.load(stored_before.RUN_ID)).snapshot
     chart = stored_before.chart()
     assert run.chart_version == chart.version
     assert (run.status, run.state, run.seq) == ("waiting", "pay.approve", 6)
@@ -340,9 +340,9 @@ async def test_a_schema_2_file_is_migrated_root_named_and_its_runs_go_on(tmp_pat
     assert not db.execute("SELECT 1 FROM runs WHERE snapshot LIKE '%\"\":%'").fetchall()
     chart = old.chart()
     for run_id in (old.EXHAUSTED_ID, old.WAITING_ID):
-        run = await store.load(run_id)
+        run = (await store.load(run_id)).snapshot
         assert replay(compiled(chart), await store.base(run_id), await store.events(run_id)) == run
-    done = await store.load(old.EXHAUSTED_ID)
+    done = (await store.load(old.EXHAUSTED_ID)).snapshot
     assert done.ledger["root"].steps == 12 and "" not in done.ledger
     assert (await store.events(old.EXHAUSTED_ID))[-1].exhausted == "root:steps"
     await approve(chart, old.WAITING_ID, store=store, by="ops")
@@ -382,3 +382,70 @@ def test_legacy_root_names_load_in_records() -> None:
         }
     )
     assert event.exhausted == "root:steps"
+
+
+async def test_a_schema_4_file_is_migrated_to_one_row_per_transition_and_its_runs_go_on(
+    tmp_path: Path,
+) -> None:
+    """A file written at schema 4 (events beside intent rows, a snapshot per event) opens
+    at schema 5: every event, intent, transcript and fingerprint reads back as the code
+    that wrote it read them, the SQL views keep their columns, the run killed with an intent
+    recorded is taken over and finished without running anything twice, and the waiting
+    run is approved and finished; new events then land in `event_rows` alone."""
+    import shutil
+
+    from statechart import approve, resume
+    from statechart.engine import compiled, replay
+    from tests.support import stored_schema4 as old
+
+    data = Path(__file__).parent / "data"
+    path = tmp_path / "schema4.db"
+    shutil.copyfile(data / "schema_4.db", path)
+    seen = json.loads((data / "schema_4.json").read_text())
+    store = SQLiteStore(path)
+    db = store._db
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    chart = old.chart()
+    for run_id in old.RUNS:
+        was = seen[run_id]
+        loaded = await store.load(run_id)
+        assert loaded.tail == () and loaded.snapshot.model_dump(mode="json") == was["run"]
+        events = await store.events(run_id)
+        assert [e.model_dump(mode="json") for e in events] == was["events"]
+        assert [i.model_dump(mode="json") for i in await store.intents(run_id)] == was["intents"]
+        assert [m.model_dump(mode="json") for m in await store.transcript(run_id, 1)] == (
+            was["transcript"]
+        )
+        assert sorted(await store.fingerprints(run_id)) == was["fingerprints"]
+        assert replay(compiled(chart), await store.base(run_id), events) == loaded.snapshot
+        sql = db.execute(
+            "SELECT seq, trigger, target FROM events WHERE run_id=? ORDER BY seq", (run_id,)
+        ).fetchall()
+        assert sql == [(e["seq"], e["trigger"], e["target"]) for e in was["events"]]
+    open_ = db.execute(
+        "SELECT run_id, call_id FROM intents WHERE completed_seq IS NULL ORDER BY run_id"
+    ).fetchall()
+    assert open_ == [(old.KILLED_ID, "l2"), (old.WAITING_ID, "s1")]
+
+    end = await resume(chart, old.KILLED_ID, store=store, model=old.after_approval())
+    events = await store.events(old.KILLED_ID)
+    assert [e.trigger for e in events[3:5]] == ["takeover", "next_call"]
+    assert end.state == "done" and [e.call.id for e in events if e.fingerprint] == [
+        "l1",
+        "l2",
+        "l3",
+    ]
+    await approve(chart, old.WAITING_ID, store=store, by="ops")
+    end = await resume(chart, old.WAITING_ID, store=store, model=old.after_approval())
+    assert (end.state, end.status) == ("done", "ended")
+    assert (await store.load(old.WAITING_ID)).snapshot == end
+    appended = 0
+    for run_id in old.RUNS:
+        appended += len(await store.events(run_id)) - len(seen[run_id]["events"])
+    assert appended and db.execute(
+        "SELECT count(*) FROM event_rows WHERE run_steps IS NOT NULL"
+    ).fetchone() == (appended,)
+    assert db.execute("SELECT count(*) FROM intent_rows").fetchone() == (
+        sum(len(seen[run_id]["intents"]) for run_id in old.RUNS),  # none added
+    )
+    store.close()

@@ -63,7 +63,7 @@ async def test_transcripts_are_stored_per_visit_and_fingerprints_per_run(store: 
     assert [e.seq for e in events] == list(range(3, end.seq + 1))
     assert await store.runs(status="ended") == [end]
     assert await store.runs(chart="other") == []
-    assert await store.load(end.run_id) == end
+    assert (await store.load(end.run_id)).snapshot == end
 
 
 async def test_events_round_trip_exactly(store: Store) -> None:
@@ -112,7 +112,7 @@ async def test_a_stale_append_conflicts_and_changes_nothing(store: Store) -> Non
     )
     with pytest.raises(ConflictError, match=f"run {end.run_id}"):
         await store.append(steps[2])
-    assert await store.load(end.run_id) == end
+    assert (await store.load(end.run_id)).snapshot == end
     assert len(await store.events(end.run_id)) == end.seq
 
 
@@ -160,7 +160,7 @@ async def test_appending_under_a_lost_lease_is_refused(store: Store) -> None:
     )
     with pytest.raises(LeaseLostError, match="lost the lease"):
         await store.append(moved, mine)
-    assert await store.load(fresh.run_id) == fresh
+    assert (await store.load(fresh.run_id)).snapshot == fresh
     assert await store.events(fresh.run_id) == []
 
 
@@ -185,5 +185,5 @@ def test_memory_store_keeps_runs_as_a_database_would() -> None:
     )
     store = MemoryStore()
     anyio.run(store.create, run)
-    loaded = anyio.run(store.load, "m")
+    loaded = anyio.run(store.load, "m").snapshot
     assert loaded.context == {"at": "2024-01-01T00:00:00Z", "ids": [1, 2]}

@@ -253,7 +253,9 @@ def refund_model() -> FunctionModel:
 
 
 def _open(job: Job) -> tuple[Chart, SQLiteStore, FunctionModel]:
-    return (refund_chart(job["policy"], job["bank"]), SQLiteStore(job["store"]), refund_model())
+    # a snapshot every 3 events: kills land between events and the snapshots behind them
+    store = SQLiteStore(job["store"], snapshot_every=3)
+    return (refund_chart(job["policy"], job["bank"]), store, refund_model())
 
 
 async def _resume_when_free(

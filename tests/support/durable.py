@@ -78,6 +78,6 @@ async def interrupted(
                 break
     lease = await store.acquire("r1", holder, ttl=60)
     await store.release(lease, clean=False)
-    last = await store.load("r1")
+    last = (await store.load("r1")).snapshot
     store.close()
     return last

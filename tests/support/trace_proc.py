@@ -168,7 +168,7 @@ async def nested(store: SQLiteStore, step: str) -> dict[str, Run]:
             async for record in steps:
                 if record.event.seq == 2:
                     break
-        return {"r1": await store.load("r1")}
+        return {"r1": (await store.load("r1")).snapshot}
     if step == "nested-continue":
         return {"r1": await resume(c, "r1", store=store, model=scripted(*NESTED_FIRST[1:]))}
     return {"r1": await resume(c, "r1", store=store, model=scripted(*NESTED_LAST))}
