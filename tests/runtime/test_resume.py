@@ -44,8 +44,8 @@ from statechart import (
 )
 from statechart.engine import compiled
 from statechart.engine.replay import replay
-from statechart.runtime.current import current
 from statechart.models import register, registry
+from statechart.runtime.current import current
 from tests.engine.test_nesting import workflow
 from tests.support.durable import (
     CALLS,
