@@ -157,24 +157,28 @@ def runs(
     async def go() -> None:
         store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
-        listed = [
-            await _live(store, r.run_id) if r.status == "running" else r
-            for r in await store.runs(status=found, chart=chart)
-        ]
+        listed = await store.summaries(status=found, chart=chart)
         store.close()
         if as_json:
             rows = [
                 {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}
-                | {"reason": r.reason, "created_at": r.created_at}
+                | {"reason": r.reason, "created_at": r.created_at, "updated_at": r.updated_at}
+                | {"steps": r.spent.steps, "tokens": r.spent.tokens}
+                | {"cost_micros": r.spent.cost_micros}
                 for r in listed
             ]
             typer.echo(json.dumps(rows, indent=2))
             return
         width = max([32, *(len(r.run_id) for r in listed)])
-        say(f"{'RUN':<{width}}  {'CHART':<20} {'STATUS':<8} {'STATE':<32} SEQ", "bold")
+        say(
+            f"{'RUN':<{width}}  {'CHART':<20} {'STATUS':<8} {'STATE':<32} {'SEQ':>5} "
+            f"{'STEPS':>5} {'TOKENS':>8} {'COST $':>10}",
+            "bold",
+        )
         for r in listed:
             say(
-                f"{r.run_id:<{width}}  {r.chart:<20} {r.status:<8} {r.state:<32} {r.seq}",
+                f"{r.run_id:<{width}}  {r.chart:<20} {r.status:<8} {r.state:<32} {r.seq:>5} "
+                f"{r.spent.steps:>5} {r.spent.tokens:>8} {r.spent.cost_micros / 1e6:>10.6f}",
                 STATUS_STYLES[r.status],
             )
 

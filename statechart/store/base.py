@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from statechart.records.messages import Message
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Status, Step
 from statechart.records.spent import Spent
+from statechart.records.summary import RunSummary
 
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a driver's lease lasts unless renewed; the driver renews it every third of that."""
@@ -90,6 +91,22 @@ class Lease:
     previous_seq: int | None = None
     """The run's seq when the previous holder last wrote: if others wrote since (a human
     approved), nothing of the previous holder's can still be in doubt."""
+
+
+def summary_of(run: Run, updated_at: float | None) -> RunSummary:
+    """A listing line of a run known exactly (at rest, or the run its driver holds)."""
+    return RunSummary(
+        run_id=run.run_id,
+        chart=run.chart,
+        status=run.status,
+        state=run.state,
+        seq=run.seq,
+        spent=run.ledger.get(ROOT_LEVEL) or Spent(),
+        reason=run.reason,
+        created_at=run.created_at,
+        updated_at=updated_at,
+        parent_run=run.parent_run,
+    )
 
 
 def lease_holder(name: str) -> str:
@@ -182,6 +199,13 @@ class Store(Protocol):
     async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
         """Last snapshots of stored runs, optionally filtered by (exact) status and chart;
         a run being driven may be up to `snapshot_every` events ahead of its snapshot."""
+        ...
+
+    async def summaries(
+        self, *, status: Status | None = None, chart: str | None = None
+    ) -> list[RunSummary]:
+        """Each stored run's live state, seq and spending (from its last event), optionally
+        filtered by status and chart, oldest first."""
         ...
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:

@@ -17,12 +17,14 @@ from pydantic import BaseModel, TypeAdapter
 from statechart.errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.records.summary import RunSummary
 from statechart.store.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_SNAPSHOT_EVERY,
     Lease,
     Loaded,
     lease_holder,
+    summary_of,
 )
 
 MESSAGES = TypeAdapter(list[Message])
@@ -182,6 +184,18 @@ class MemoryStore:
             for run_id, (_, s, c, _, _) in self._heads.items()
             if (status is None or s == status) and (chart is None or c == chart)
         ]
+
+    async def summaries(
+        self, *, status: Status | None = None, chart: str | None = None
+    ) -> list[RunSummary]:
+        out = []
+        for run_id, (_, s, c, _, _) in self._heads.items():
+            if (status is None or s == status) and (chart is None or c == chart):
+                run = self._behind.get(run_id) or self._snapshot(run_id)
+                rows = self._events[run_id]
+                last = self._get(Event, rows[-1]) if rows else None
+                out.append(summary_of(run, last.time if last is not None else None))
+        return out
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         self._snapshot(run_id)

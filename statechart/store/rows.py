@@ -19,6 +19,7 @@ from statechart.errors import CorruptRowError
 from statechart.records.messages import Message, ToolCall
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Step
 from statechart.records.spent import Spent
+from statechart.records.summary import RunSummary
 
 MESSAGES = TypeAdapter(list[Message])
 SEQ_BITS = 32
@@ -220,6 +221,32 @@ def _restore(fields: dict[str, Any], marked: set[str], messages: str | None) -> 
         if not replies:
             raise KeyError("no assistant message holds the calls")
         fields["calls"] = replies[0]
+
+
+def summary_row(row: tuple[Any, ...]) -> RunSummary:
+    """A listing line from the runs row and its last event row (see `_summaries`)."""
+    run_id, chart, status, state, seq, reason, created, parent, ledger, *last = row
+    target, last_seq, at, *totals = last
+    where = f"runs row of run {run_id}"
+    try:
+        if totals[0] is not None and last_seq >= seq:
+            spent = Spent(**dict(zip(USAGE, totals, strict=True)))
+        else:  # no event yet, or the run's events predate schema 5: the snapshot is exact
+            spent = Spent.model_validate_json(ledger) if ledger else Spent()
+        return RunSummary(
+            run_id=run_id,
+            chart=chart,
+            status=status,
+            state=target if target is not None and last_seq >= seq else state,
+            seq=max(seq, last_seq or 0),
+            spent=spent,
+            reason=reason or "",
+            created_at=created or 0.0,
+            updated_at=at,
+            parent_run=parent,
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise corrupt(where, exc) from None
 
 
 def messages_of(rows: Any, run_id: str) -> list[Message]:

@@ -28,6 +28,7 @@ from statechart.errors import (
 )
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.records.summary import RunSummary
 from statechart.store.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_SNAPSHOT_EVERY,
@@ -42,6 +43,7 @@ from statechart.store.rows import (
     READ,
     SEQ_BITS,
     SEQ_MASK,
+    TOTALS,
     event_of,
     event_row,
     insert_intent,
@@ -49,6 +51,7 @@ from statechart.store.rows import (
     key_of,
     messages_of,
     parse,
+    summary_row,
 )
 from statechart.store.schema import open_schema, transaction
 
@@ -386,6 +389,24 @@ class SQLiteStore:
             (status, chart),
         ).fetchall()
         return [parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
+
+    async def summaries(
+        self, *, status: Status | None = None, chart: str | None = None
+    ) -> list[RunSummary]:
+        return await self._call(self._summaries, status, chart)
+
+    def _summaries(self, status: Status | None, chart: str | None) -> list[RunSummary]:
+        rows = self._db.execute(
+            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
+            "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
+            "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
+            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
+            "FROM runs r LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
+            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
+            "WHERE (?1 IS NULL OR r.status=?1) AND (?2 IS NULL OR r.chart=?2) ORDER BY r.num",
+            (status, chart),
+        ).fetchall()
+        return [summary_row(row) for row in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         return await self._call(self._events, run_id, after)

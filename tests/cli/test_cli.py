@@ -52,9 +52,15 @@ def test_run_waits_then_approve_in_another_process_resumes_to_done(tmp_path: Pat
     run_id = started(tmp_path)
     assert (tmp_path / "statechart.db").exists()  # the default store, in the working dir
     header, *rows = cli(tmp_path, "runs", "--status", "waiting").stdout.splitlines()
-    assert header.split() == ["RUN", "CHART", "STATUS", "STATE", "SEQ"]
+    columns = "RUN CHART STATUS STATE SEQ STEPS TOKENS COST $"
+    assert header.split() == columns.split()
+    (waiting,) = json.loads(cli(tmp_path, "runs", "--status", "waiting", "--json").stdout)
+    assert waiting["steps"] == 17 and waiting["tokens"] > 0  # live, from the last event
     assert [r.split() for r in rows] == [
-        [run_id, "support_triage", "waiting", "send.approve", "17"]
+        [
+            *(run_id, "support_triage", "waiting", "send.approve", "17", "17"),
+            *(str(waiting["tokens"]), f"{waiting['cost_micros'] / 1e6:.6f}"),
+        ]
     ]
     out = cli(tmp_path, "approve", run_id, "--by", "dana", "--note", "checked", code=OK).stdout
     assert "approved by dana" in out and f"run {run_id}: ended in 'done'" in out

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from statechart import MemoryStore, Spent, SQLiteStore, Store
 from statechart.records.run import ROOT_LEVEL
 from statechart.runtime.current import current
+from statechart.store.base import summary_of
 from tests.engine.test_properties import SETTINGS, simulate
 
 
@@ -18,7 +19,8 @@ def check_cadence(data: st.DataObject, k: int) -> None:
     """Random runs of charts up to three levels deep, appended under a lease (human
     decisions without one, as `approve` does) to a memory and an SQLite store that write
     the snapshot every `k` events: after every event, load + fold == the run as held, the
-    tail stays shorter than `k`, and once the lease is released the snapshot is the run."""
+    tail stays shorter than `k`, the run's listing line is live, and once the lease is
+    released the snapshot is the run."""
     o = simulate(data, decide=True)
     run_id = o.initial.run_id
 
@@ -34,6 +36,8 @@ def check_cadence(data: st.DataObject, k: int) -> None:
             assert loaded.snapshot.status == step.run.status  # every status change is written
             assert (loaded.seq, loaded.state) == (step.run.seq, step.run.state)
             assert loaded.spent == step.run.ledger.get(ROOT_LEVEL, Spent())
+            (listed,) = await store.summaries()
+            assert listed == summary_of(step.run, step.event.time)  # live, from the last event
         await store.release(lease)
         loaded = await store.load(run_id)
         assert loaded.tail == () and loaded.snapshot == o.final

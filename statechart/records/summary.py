@@ -1,0 +1,45 @@
+"""One line of a run listing: what `statechart runs` and any dashboard show of a run, live.
+
+Read from the run's indexed columns and its last event (which carries the state and the
+whole run's spending after it), never from a snapshot that may be written behind.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from statechart.records.run import Status
+from statechart.records.spent import Spent
+
+
+class RunSummary(BaseModel):
+    """A stored run as a listing shows it: where it is now and what it has spent.
+
+    Example:
+        ```python
+        # in async code, with any store
+        for s in await store.summaries(status="running"):
+            print(s.run_id, s.state, s.seq, s.spent.steps, s.spent.tokens, s.spent.cost_micros)
+        ```
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    chart: str
+    """The chart's name."""
+    status: Status
+    """Exact: every change of status writes the run's row."""
+    state: str
+    """The state its last event left it in."""
+    seq: int
+    """Its last event's seq."""
+    spent: Spent = Spent()
+    """What the whole run has spent, as of its last event."""
+    reason: str = ""
+    """Why it waits or how it ended (empty while running)."""
+    created_at: float = 0.0
+    updated_at: float | None = None
+    """When its last event happened (None before its first)."""
+    parent_run: str | None = None
+    """The run it was forked from."""
