@@ -242,6 +242,8 @@ class _Drive:
                     await self.renew()
                 except LeaseLostError:
                     return
+                except Exception:  # e.g. the database busy: try again soon, never fail the drive
+                    await anyio.sleep(every / 3)
 
     async def prelude(
         self, run_id: str, resuming: bool, migrate: Migration | None

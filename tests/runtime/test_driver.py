@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -24,6 +25,7 @@ from statechart import (
     Session,
     SQLiteStore,
     State,
+    StoreError,
     call,
     drive,
     reply,
@@ -224,3 +226,24 @@ async def test_a_call_longer_than_the_lease_keeps_it_held_by_the_heartbeat(db: P
                     await other.acquire("r2", "intruder", ttl=30)
     store.close()
     other.close()
+
+
+async def test_a_renewal_that_fails_is_tried_again_and_never_fails_the_drive() -> None:
+    """The first renewals raise StoreError (a busy database): the heartbeat tries again a
+    little later, the lease stays held through the long call, and the run finishes."""
+
+    class Busy(MemoryStore):
+        renewals: ClassVar[list[str]] = []
+
+        async def renew(self, lease: Any) -> None:
+            self.renewals.append("busy" if len(self.renewals) < 2 else "ok")
+            if self.renewals[-1] == "busy":
+                raise StoreError("database is locked")
+            await super().renew(lease)
+
+    store, c = Busy(), slow_chart()
+    model = ScriptedModel([reply(call("slow_lookup", "s1", q="a")), FINISH])
+    run = await start(c, store=store, model=model, run_id="r1")
+    end = await run_to_end(c, run, store=store, model=model, lease_ttl=0.3)
+    assert end.state == "done"
+    assert Busy.renewals[:3] == ["busy", "busy", "ok"]
