@@ -65,6 +65,8 @@ import statechart as sc
 TARGET_PROCESS_US = 120.0
 TARGET_FLAT = 0.20
 """Bytes per transition at the longest run within this fraction of the shortest."""
+TARGET_FRAMES = 1.5
+"""WAL frames (pages) written per transition, on average, at 200 steps (issue #16)."""
 RESULT_CHARS = 500
 FILLER = " ".join(f"field{i}=value{i * 7 % 1000:03d};" for i in range(80))
 KINDS = ("memory", "process", "process_offload", "power")
@@ -634,6 +636,10 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             str(s): {key: spread(v, 3) for key, v in found.items()} for s, found in resumed.items()
         },
         "targets": {
+            "wal_frames_per_transition": TARGET_FRAMES,
+            "wal_frames_met": {
+                str(s): pages[str(s)]["total"] <= TARGET_FRAMES for s in sizes if s >= 200
+            },
             "process_us_per_transition": TARGET_PROCESS_US,
             "process_us_met": process_us <= TARGET_PROCESS_US,
             "bytes_flat_within": TARGET_FLAT,
@@ -721,6 +727,7 @@ def markdown(res: dict[str, Any]) -> str:
             for k in ("open_ms", "load_ms", "load_session_ms", "events_ms", "first_step_ms")
         )
         lines.append(f"| {steps} | {cells} |")
+    lines += ["", f"targets: {json.dumps(res['targets'])}"]
     return "\n".join(lines)
 
 

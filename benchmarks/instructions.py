@@ -3,10 +3,13 @@
 A standalone script (never collected as a test). For each store it runs the durable
 workload of `durable.py` through the public API (`start` + `run_to_end`) in two fresh
 processes under callgrind, one of 20 transitions (9 tool calls) and one of 200 (99 tool
-calls), and reports (I(200) - I(20)) / 180: imports, start-up and chart compilation
+calls), and reports (I(200) - I(20)) / 180 (the plain loop's runs make 19 and 199):
+imports, start-up and chart compilation
 cancel out, what is left is the cost of a transition. Stores: `memory` (the default
 `MemoryStore()`, JSON rows), `memory_raw` (`MemoryStore(encode=False)`) and `process`
-(`SQLiteStore`, `durability="process"`, a new file).
+(`SQLiteStore`, `durability="process"`, a new file); and, for the ratios, the plain
+`while` loop of `side_plain.py` on the same workload, in memory (`plain`) and writing one
+JSON row per step in its own transaction (`plain_durable`).
 
     python benchmarks/instructions.py                     # every store, about 5 minutes
     python benchmarks/instructions.py --stores memory     # one store
@@ -24,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-STORES = ("memory", "memory_raw", "process")
+STORES = ("memory", "memory_raw", "process", "plain", "plain_durable")
 SIZES = (20, 200)
 
 
@@ -32,11 +35,17 @@ def one(kind: str, steps: int) -> None:
     """The counted run: one workload of `steps` transitions on `kind`."""
     import anyio
     from durable import _Lean, chart_for, make_policy
+    from side_plain import plain_once
 
     import statechart as sc
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
+            if kind.startswith("plain"):
+                durable = Path(tmp) / "plain.db" if kind == "plain_durable" else None
+                _, made = await plain_once(steps, durable)
+                print(made)
+                return
             if kind == "process":
                 store: sc.Store = sc.SQLiteStore(Path(tmp) / "runs.db")
             else:
@@ -48,17 +57,19 @@ def one(kind: str, steps: int) -> None:
             if isinstance(store, sc.SQLiteStore):
                 store.close()
             assert end.state == "done" and end.seq == steps, end
+            print(end.seq)
 
     anyio.run(main)
 
 
-def counted(kind: str, steps: int) -> int:
-    """Instructions of one process running `one(kind, steps)` under callgrind."""
+def counted(kind: str, steps: int) -> tuple[int, int]:
+    """Instructions of one process running `one(kind, steps)` under callgrind, and the
+    transitions it made."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         here = Path(__file__).resolve().parent
         env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}
-        subprocess.run(
+        done = subprocess.run(
             [
                 "valgrind",
                 "--tool=callgrind",
@@ -72,10 +83,11 @@ def counted(kind: str, steps: int) -> int:
             check=True,
             env=env,
             capture_output=True,
+            text=True,
         )
         found = re.search(r"^summary:\s*(\d+)", out.read_text(), re.MULTILINE)
         assert found is not None, "callgrind wrote no summary"
-        return int(found.group(1))
+        return int(found.group(1)), int(done.stdout.split()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,8 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     small, large = SIZES
     result = {}
     for kind in args.stores:
-        a, b = counted(kind, small), counted(kind, large)
-        result[kind] = {"I(20)": a, "I(200)": b, "per_transition": round((b - a) / (large - small))}
+        (a, n), (b, m) = counted(kind, small), counted(kind, large)
+        result[kind] = {"I(small)": a, "I(large)": b, "transitions": [n, m]}
+        result[kind]["per_transition"] = round((b - a) / (m - n))
         print(f"{kind}: {result[kind]['per_transition']:,} instructions per transition", flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

@@ -46,9 +46,16 @@ READ = (
     "messages, body"
 )
 """The columns `event_of` reads back."""
-INSERT_EVENT = (
-    f"INSERT INTO event_rows ({COLUMNS}) VALUES ({', '.join('?' * (COLUMNS.count(',') + 1))})"
+_VALUES = ", ".join("?" * (COLUMNS.count(",") + 1))
+INSERT_EVENT = f"INSERT INTO event_rows ({COLUMNS}) VALUES ({_VALUES})"
+INSERT_IF_HELD = (
+    f"INSERT INTO event_rows ({COLUMNS}) SELECT {_VALUES} "
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE num = ? AND lease_holder = ?) "
+    "AND coalesce((SELECT max(id) FROM event_rows WHERE id BETWEEN ? AND ?), ?) = ?"
 )
+"""`INSERT_EVENT` in one statement (its own transaction) when the lease is held and the
+run's last event is the one before (values: the row, then number, holder, the run's key
+range, its snapshot's key and the previous event's key)."""
 BODY = {
     "call",
     "calls",

@@ -40,6 +40,7 @@ from statechart.store.checkpoint import Checkpointer
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
     INSERT_EVENT,
+    INSERT_IF_HELD,
     READ,
     SEQ_BITS,
     SEQ_MASK,
@@ -104,6 +105,9 @@ class SQLiteStore:
         """A running run's snapshot is written at least every this many events."""
         self._behind: dict[str, Run] = {}
         """run id -> the run after its last append, when its snapshot was not written"""
+        self._known: dict[str, tuple[int, str, int]] = {}
+        """run id -> (number, status, snapshot seq) as this connection last saw them: the
+        common append skips reading the runs row (its WHERE still checks lease and seq)"""
         self._lock = threading.Lock()
         self._saved: dict[str, str | None] = {}
         """Chart versions this connection has stored (so `start` skips a transaction)."""
@@ -171,6 +175,34 @@ class SQLiteStore:
     def _append(self, step: Step, lease: Lease | None) -> None:
         event, run = step.event, step.run
         run_id = event.run_id
+        known = self._known.get(run_id)
+        if (
+            lease is not None
+            and known is not None
+            and not step.base
+            and run.status == known[1]
+            and event.seq - known[2] < self.snapshot_every
+        ):  # the common step: the event row alone, one statement, fenced in its WHERE
+            num = known[0]
+            failpoints.hit("store.append.uncommitted")
+            cur = self._db.execute(
+                INSERT_IF_HELD,
+                (
+                    *event_row(step, num),
+                    num,
+                    lease.holder,
+                    key_of(num, 0),
+                    key_of(num, SEQ_MASK),
+                    key_of(num, known[2]),
+                    key_of(num, event.seq - 1),
+                ),
+            )
+            if cur.rowcount == 1:
+                self._behind[run_id] = run
+                self._checkpointer.appended()
+                return
+            # refused: the transaction below says why (or writes it, if only this
+            # connection's view of the run was stale)
         with transaction(self._db) as db:
             num, status, snapshot_seq, holder, seq = self._head(db, run_id)
             if lease is not None and holder != lease.holder:
@@ -206,8 +238,10 @@ class SQLiteStore:
             failpoints.hit("store.append.uncommitted")
         if behind:
             self._behind[run_id] = run
+            self._known[run_id] = (num, status, snapshot_seq)
         else:
             self._behind.pop(run_id, None)
+            self._known[run_id] = (num, run.status, run.seq)
         self._checkpointer.appended()
 
     def _head(self, db: sqlite3.Connection, run_id: str) -> tuple[int, str, int, str | None, int]:
@@ -280,13 +314,14 @@ class SQLiteStore:
                     f"run {run_id} is being driven by {current} (lease expires in "
                     f"{expires - now:.1f} s); wait for it, or cancel the run"
                 )
-            seq = self._head(db, run_id)[4]
+            num, status, snapshot_seq, _, seq = self._head(db, run_id)
             mine = lease_holder(holder)
             db.execute(
                 "UPDATE runs SET lease_holder=?, lease_expires=?, lease_seq=?, lease_process=? "
                 "WHERE run_id=?",
                 (mine, now + ttl, seq, identity(), run_id),
             )
+        self._known[run_id] = (num, status, snapshot_seq)
         return Lease(
             run_id,
             mine,
@@ -309,6 +344,7 @@ class SQLiteStore:
             ).fetchone()
             if behind is not None and cur is not None:
                 self._write_snapshot(db, cur[0], behind)
+                self._known[lease.run_id] = (cur[0], behind.status, behind.seq)
             failpoints.hit("store.release.uncommitted")
         self._behind.pop(lease.run_id, None)
 
