@@ -68,7 +68,11 @@ def counted(kind: str, steps: int) -> tuple[int, int]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         here = Path(__file__).resolve().parent
-        env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{here.parent}{os.pathsep}{here}",
+            "PYTHONHASHSEED": "0",
+        }
         done = subprocess.run(
             [
                 "valgrind",

@@ -34,8 +34,9 @@ from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
+from statechart.records.build import evolve
 from statechart.records.messages import Message, Reply
-from statechart.records.run import QueuedCall, Run, Step, evolve
+from statechart.records.run import QueuedCall, Run, Step
 from statechart.records.spent import ONE_STEP, ZERO, Spent
 
 

@@ -14,8 +14,9 @@ import hashlib
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked
 from statechart.engine.tables import CompiledChart
+from statechart.records.build import evolve
 from statechart.records.messages import ToolCall
-from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, evolve
+from statechart.records.run import CheckedCall, Intent, QueuedCall, Run
 
 
 def idempotency_key(run: Run, tool: Tool, call_fingerprint: str) -> str:

@@ -17,8 +17,9 @@ from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
+from statechart.records.build import build, evolve
 from statechart.records.messages import Message
-from statechart.records.run import Actor, Event, Run, Step, Visit, build, evolve
+from statechart.records.run import Actor, Event, Run, Step, Visit
 from statechart.records.spent import Spent
 
 

@@ -17,7 +17,8 @@ from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.scopes import crossed, patched
 from statechart.engine.strict import breached
 from statechart.engine.tables import CompiledChart, status_of
-from statechart.records.run import Event, QueuedCall, Run, Visit, evolve
+from statechart.records.build import evolve
+from statechart.records.run import Event, QueuedCall, Run, Visit
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
 

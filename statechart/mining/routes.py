@@ -8,7 +8,8 @@ from typing import Any
 
 from statechart.chart.tools import canonical_json
 from statechart.engine import CompiledChart, go
-from statechart.records.run import Run, evolve
+from statechart.records.build import evolve
+from statechart.records.run import Run
 from statechart.records.spent import Spent
 
 MAX_HOPS = 8

@@ -39,8 +39,9 @@ from statechart.mining.routes import charged as _charged
 from statechart.mining.routes import json_arguments, way
 from statechart.mining.routes import spent_text as _spent
 from statechart.mining.traces import ERROR, OK
+from statechart.records.build import evolve
 from statechart.records.messages import ToolCall
-from statechart.records.run import Run, Step, evolve
+from statechart.records.run import Run, Step
 from statechart.records.spent import Spent
 from statechart.store.base import Store
 

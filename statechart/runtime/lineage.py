@@ -20,8 +20,9 @@ from statechart.engine.calls import open_call
 from statechart.engine.replay import replay
 from statechart.engine.tables import compiled, status_of
 from statechart.errors import ChartChangedError, RunError
+from statechart.records.build import evolve
 from statechart.records.messages import Message
-from statechart.records.run import Event, Intent, Run, Step, evolve
+from statechart.records.run import Event, Intent, Run, Step
 from statechart.store.base import Store
 
 Migration = Callable[[Run], Run]

@@ -110,7 +110,7 @@ class MemoryStore:
         row = self._put(event)
         delta = (
             (
-                MESSAGES.dump_json(list(step.messages), exclude_defaults=True)
+                MESSAGES.serializer.to_json(list(step.messages), exclude_defaults=True)
                 if self.encode
                 else step.messages
             )
@@ -155,7 +155,9 @@ class MemoryStore:
 
     def _put(self, record: BaseModel) -> Any:
         """A record as the JSON a database row would hold (or itself, unencoded)."""
-        return record.model_dump_json(exclude_defaults=True).encode() if self.encode else record
+        if not self.encode:
+            return record
+        return type(record).__pydantic_serializer__.to_json(record, exclude_defaults=True)
 
     def _get(self, cls: type[R], stored: Any) -> R:
         found: R = cls.model_validate_json(stored) if self.encode else stored

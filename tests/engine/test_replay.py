@@ -43,7 +43,7 @@ def test_a_reply_stored_under_the_old_next_state_rule_still_replays() -> None:
     messages). The fold tells the two apart by the messages the event added."""
     from statechart import Budget, Chart, Edge, State, call, reply, tool
     from statechart.engine import fold
-    from statechart.records.run import evolve
+    from statechart.records.build import evolve
     from tests.support.helpers import run_script
 
     @tool(retry="safe")

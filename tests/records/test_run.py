@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from statechart import Event, Run, Spent, Step, call, reply
-from statechart.records.run import build
+from statechart.records.build import build
 from tests.engine.test_advance import chart, finish
 from tests.support.helpers import run_script
 from tests.support.typed import tools_chart
