@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
@@ -39,11 +38,11 @@ from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
-from statechart.errors import ConflictError, LeaseLostError, UnpricedModelError
+from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
 from statechart.records.estimate import Price
 from statechart.records.run import Run, Step
-from statechart.runtime import lineage
+from statechart.runtime import heartbeat, lineage
 from statechart.runtime.current import current as folded
 from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
@@ -134,14 +133,13 @@ async def drive(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     resuming: bool = False,
     migrate: Migration | None = None,
-    heartbeat: TaskGroup | None = None,
 ) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
 
-    Holds the run's lease throughout (`LeaseHeldError` if another driver has it), renewing
-    it every third of `lease_ttl` between steps and, given a `heartbeat` task group, also
-    while a call is in flight (`run_to_end` and `resume` give one). If the last holder
-    never released it, an open intent is settled by its tool's retry policy.
+    Holds the run's lease throughout (`LeaseHeldError` if another driver has it), renewed
+    every third of `lease_ttl` by the event loop's heartbeat, also while a call is in
+    flight. If the last holder never released it, an open intent is settled by its
+    tool's retry policy.
     With `resuming`, the current state's `on_resume` refresh and entering guard run first.
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
 
@@ -152,8 +150,7 @@ async def drive(
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     # a takeover not yet recorded keeps the lease looking abandoned (`dirty`)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
-    if heartbeat is not None:
-        heartbeat.start_soon(d.beat)
+    heartbeat.join(d)
     try:
         async for opening in d.prelude(run_id, resuming, migrate):
             yield opening
@@ -175,24 +172,14 @@ async def drive_to_end(
     each: Callable[[Step], bool] | None = None,
     **options: Any,
 ) -> Run | None:
-    """`drive` until the run waits or ends (or `each(record)` returns True), its lease
-    heartbeat running beside it; the run after the last stored step, or None."""
+    """`drive` until the run waits or ends (or `each(record)` returns True); the run after
+    the last stored step, or None when nothing was stepped."""
     last: Run | None = None
-    failure: Exception | None = None
-    async with anyio.create_task_group() as beats:
-        try:
-            async with contextlib.aclosing(
-                drive(chart, run_id, heartbeat=beats, **options)
-            ) as records:
-                async for record in records:
-                    last = record.run
-                    if each is not None and each(record):
-                        break
-        except Exception as exc:  # raised below, outside the group (not wrapped in one)
-            failure = exc
-        beats.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    async with contextlib.aclosing(drive(chart, run_id, **options)) as records:
+        async for record in records:
+            last = record.run
+            if each is not None and each(record):
+                break
     return last
 
 
@@ -217,33 +204,27 @@ class _Drive:
     failure: BaseException | None = None
     cancelled: bool = False
     """Set once another writer cancelled the run: nothing more is stepped."""
-    renewed: float = field(default_factory=time.monotonic)
-    """When the lease was last renewed (monotonic seconds)."""
+    due: float = 0.0
+    """When the lease is next to be renewed (monotonic seconds)."""
     beating: bool = True
-    """False once the drive is closing: the heartbeat renews no more."""
+    """False once the drive is closing: the lease is renewed no more."""
     renewing: anyio.Lock = field(default_factory=anyio.Lock)
     """Held while renewing: releasing waits for a renewal under way."""
+
+    def __post_init__(self) -> None:
+        self.due = time.monotonic() + self.every
+
+    @property
+    def every(self) -> float:
+        """Seconds between renewals: a third of the lease's TTL."""
+        return self.lease.ttl / 3
 
     async def renew(self) -> None:
         """Extend the lease (`LeaseLostError` once another driver holds it)."""
         async with self.renewing:
             if self.beating:
                 await self.store.renew(self.lease)
-                self.renewed = time.monotonic()
-
-    async def beat(self) -> None:
-        """Renew the lease every third of its TTL until the drive closes, also while a
-        call is in flight; a lost lease stops it (the next append raises)."""
-        every = self.lease.ttl / 3
-        while self.beating:
-            await anyio.sleep(max(0.0, self.renewed + every - time.monotonic()))
-            if self.beating and time.monotonic() - self.renewed >= every:
-                try:
-                    await self.renew()
-                except LeaseLostError:
-                    return
-                except Exception:  # e.g. the database busy: try again soon, never fail the drive
-                    await anyio.sleep(every / 3)
+                self.due = time.monotonic() + self.every
 
     async def prelude(
         self, run_id: str, resuming: bool, migrate: Migration | None
@@ -293,7 +274,7 @@ class _Drive:
         """Make and store the next transition; None once the run waits or ends."""
         if self.run is None or self.cancelled:
             return None
-        if time.monotonic() - self.renewed >= self.lease.ttl / 3:
+        if time.monotonic() >= self.due:
             await self.renew()
         self.in_flight = self.run.state.endswith(".act")
         record = await step(
@@ -358,6 +339,7 @@ class _Drive:
         """End the drive's spans, then release the lease (clean unless a call or a takeover
         is in doubt)."""
         self.beating = False
+        heartbeat.leave(self)
         if self.trace is not None:
             self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):
