@@ -41,6 +41,11 @@ def _get(res: dict[str, Any], *keys: str) -> Any:
     return res
 
 
+def _m(x: Any) -> float:
+    """A figure's median when it was repeated (a spread), else the figure."""
+    return float(x["median"]) if isinstance(x, dict) else float(x)
+
+
 def _flat(res: dict[str, Any]) -> dict[str, Any] | None:
     """Statechart write_bytes per transition, longest run over shortest (and 200 -> longest)."""
     fig = res.get("durable", {})
@@ -165,8 +170,8 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
         base = _get(res, "concurrency", "plain")
         for kind, fig in (("memory", conc), ("sqlite", proc)):
             if fig and base:
-                work = fig["steps_per_run"] * fig["runs"] * fig["single_us_per_step"] / 1e6
-                ratio = (fig["wall_s"] - base["wall_s"]) / work
+                work = _m(fig["steps_per_run"]) * _m(fig["runs"]) * _m(fig["single_us_per_step"])
+                ratio = (_m(fig["wall_s"]) - _m(base["wall_s"])) / (work / 1e6)
                 out[f"concurrent_overhead_{kind}"] = {
                     "measured": round(ratio, 2),
                     "target": f"<= {TARGET_OVERHEAD}",
