@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-durable bench-all bench-mining clean
+.PHONY: demo test lint bench bench-durable bench-all bench-mining bench-instructions bench-event-table clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,12 @@ bench-durable: $(BIN)/python   # about three minutes; writes benchmarks/results/
 
 bench-mining: $(BIN)/python   # about ten seconds; writes benchmarks/results/mining.json
 	$(BIN)/python benchmarks/mining.py
+
+bench-instructions: $(BIN)/python   # about 6 minutes, needs valgrind; instructions per transition
+	$(BIN)/python benchmarks/instructions.py --out benchmarks/results/instructions.json
+
+bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
+	$(BIN)/python benchmarks/event_table.py
 
 bench-all: $(BIN)/python   # about 30 minutes; writes benchmarks/results/run_all.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
