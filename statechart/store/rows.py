@@ -163,9 +163,14 @@ def _carried(e: Event, messages: tuple[Message, ...]) -> tuple[bool, bool]:
             and m.content == e.result
         ):
             in_result = True
-        elif e.calls and m.role == "assistant" and m.tool_calls == e.calls:
+        elif e.calls and m.role == "assistant" and _same(m.tool_calls, e.calls):
             in_calls = True
     return in_result, in_calls
+
+
+def _same(a: tuple[ToolCall, ...], b: tuple[ToolCall, ...]) -> bool:
+    """Equal calls, by identity first (the reply's own objects, usually)."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
