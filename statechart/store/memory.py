@@ -244,7 +244,7 @@ class MemoryStore:
 
     async def renew(self, lease: Lease) -> None:
         held = self._leases.get(lease.run_id)
-        if held is None or held[0] != lease.holder:
+        if held is None or held[0] != lease.holder or held[1] == 0.0:  # released (unclean)
             raise LeaseLostError(
                 f"driver {lease.holder} lost the lease of run {lease.run_id} to "
                 f"{held[0] if held else 'nobody'}; stop driving it"
@@ -254,8 +254,7 @@ class MemoryStore:
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         held = self._leases.get(lease.run_id)
         if held is None or held[0] != lease.holder:
-            self._behind.pop(lease.run_id, None)
-            return
+            return  # refused (the lease was lost): what is behind is the new holder's
         behind = self._behind.get(lease.run_id)
         if behind is not None:
             self._write_snapshot(behind)

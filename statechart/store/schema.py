@@ -137,7 +137,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """INSERT INTO runs5 (run_id, chart, status, state, seq, snapshot, lease_holder,
             lease_expires, lease_seq, lease_process)
             SELECT run_id, chart, status, state, seq, snapshot, lease_holder, lease_expires,
-                   lease_seq, lease_process FROM runs ORDER BY rowid""",
+                   CASE WHEN lease_holder IS NOT NULL AND lease_seq IS NOT NULL
+                        AND lease_seq <> seq THEN -1 ELSE lease_seq END,
+                   lease_process FROM runs ORDER BY rowid""",
+        # (`lease_seq` was the holder's last append; it is now -1 once another writer came
+        # after the holder, which is what a holder behind the run's seq meant.)
         # The event, the intent it records (`intent`, `key`, `intent_state`,
         # `intent_call`) or completes (`closes`), the transcript messages it adds, and the
         # run's cumulative root spending after it (`run_*`: NULL on rows migrated from

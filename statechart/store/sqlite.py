@@ -282,7 +282,8 @@ class SQLiteStore:
     def _renew(self, lease: Lease) -> None:
         with transaction(self._db) as db:
             cur = db.execute(
-                "UPDATE runs SET lease_expires=? WHERE run_id=? AND lease_holder=?",
+                "UPDATE runs SET lease_expires=? WHERE run_id=? AND lease_holder=? "
+                "AND lease_expires > 0",  # a released lease (even unclean) stays released
                 (time.time() + lease.ttl, lease.run_id, lease.holder),
             )
             if cur.rowcount != 1:
@@ -346,7 +347,8 @@ class SQLiteStore:
                 self._write_snapshot(db, cur[0], behind)
                 self._known[lease.run_id] = (cur[0], behind.status, behind.seq)
             failpoints.hit("store.release.uncommitted")
-        self._behind.pop(lease.run_id, None)
+        if cur is not None:  # a refused release (the lease was lost) keeps the new holder's
+            self._behind.pop(lease.run_id, None)
 
     async def save_chart(
         self,

@@ -449,3 +449,36 @@ async def test_a_schema_4_file_is_migrated_to_one_row_per_transition_and_its_run
         sum(len(seen[run_id]["intents"]) for run_id in old.RUNS),  # none added
     )
     store.close()
+
+
+def test_schema_5_marks_a_lease_whose_holder_was_not_the_last_writer(tmp_path: Path) -> None:
+    """At schema 4 `lease_seq` was the holder's last append: a killed holder behind the
+    run's seq means a person wrote after it (an approval). Migrated, that lease says
+    another writer came (`-1`), so taking it over records no takeover of the approved
+    call; a holder that was the last writer keeps its seq."""
+    import anyio
+
+    from statechart.store.schema import MIGRATIONS
+
+    path = tmp_path / "four.db"
+    db = sqlite3.connect(path)
+    for version in range(1, 5):
+        for statement in MIGRATIONS[version]:
+            db.execute(statement)
+    for run_id, seq, lease_seq in (("approved", 5, 4), ("killed", 7, 7)):
+        db.execute(
+            "INSERT INTO runs (run_id, chart, status, state, seq, snapshot, lease_holder, "
+            "lease_expires, lease_seq) VALUES (?, 'c', 'running', 'a', ?, '{}', 'dead#1', 0, ?)",
+            (run_id, seq, lease_seq),
+        )
+    db.execute("PRAGMA user_version=4")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    rows = dict(store._db.execute("SELECT run_id, lease_seq FROM runs").fetchall())
+    assert rows == {"approved": -1, "killed": 7}
+    approved = anyio.run(store.acquire, "approved", "b")
+    killed = anyio.run(store.acquire, "killed", "b")
+    assert (approved.took_over, approved.previous_seq) == (True, None)
+    assert (killed.took_over, killed.previous_seq) == (True, 7)
+    store.close()

@@ -187,3 +187,38 @@ def test_memory_store_keeps_runs_as_a_database_would() -> None:
     anyio.run(store.create, run)
     loaded = anyio.run(store.load, "m").snapshot
     assert loaded.context == {"at": "2024-01-01T00:00:00Z", "ids": [1, 2]}
+
+
+async def test_a_refused_release_keeps_the_new_holders_snapshot_behind(store: Store) -> None:
+    """Driver A's lease expires and B takes the run over and appends (its snapshot held
+    behind); A's late release is refused and leaves what B holds alone, so once B
+    releases, the run is at rest: its snapshot is the run, with no tail."""
+    scratch = MemoryStore()
+    _, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=scratch
+    )
+    run_id = steps[0].event.run_id
+    await store.create(await scratch.base(run_id))
+    a = await store.acquire(run_id, "a", ttl=0.0)  # expires at once
+    await store.append(steps[0], a)
+    b = await store.acquire(run_id, "b", ttl=30)
+    assert b.took_over
+    for step in steps[1:-1]:  # the last one ends the run (a status change writes it)
+        await store.append(step, b)
+    await store.release(a)  # refused: B holds the lease
+    await store.release(b)
+    loaded = await store.load(run_id)
+    assert loaded.tail == () and loaded.snapshot == steps[-2].run
+
+
+async def test_a_released_lease_cannot_be_renewed(store: Store) -> None:
+    """A lease given back, even uncleanly, stays given back: renewing it is refused (else
+    a late renewal would keep out the driver that should take over)."""
+    end, _, _, _ = await run_script(chart(), [], store=store)
+    lease = await store.acquire(end.run_id, "a", ttl=30)
+    await store.renew(lease)
+    await store.release(lease, clean=False)
+    with pytest.raises(LeaseLostError):
+        await store.renew(lease)
+    taker = await store.acquire(end.run_id, "b", ttl=30)
+    assert taker.took_over and taker.previous == lease.holder
