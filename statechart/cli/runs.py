@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shlex
@@ -70,6 +71,10 @@ async def _drive(
         _progress(record, chart)
         return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
 
+    compiled(chart)
+    gc.collect()
+    gc.freeze()  # this process's modules and chart outlive the run: keep them out of the
+    # cyclic GC's passes (docs/performance.md: its full passes cost ~1/3 of a transition)
     last = await drive_to_end(chart, run_id, store=store, model=model, resuming=resuming, each=each)
     return last if last is not None else await load_run(chart, run_id, store=store)
 

@@ -649,3 +649,30 @@ def test_colour_on_a_terminal_none_when_piped_or_no_color(tmp_path: Path) -> Non
     assert "\x1b[" not in plain and "waiting in 'send.approve'" in plain
     piped = cli(tmp_path, "resume", run_id, code=WAITING)
     assert "\x1b[" not in piped.stdout + piped.stderr
+
+
+def test_a_command_that_drives_a_run_freezes_its_heap_first(tmp_path: Path) -> None:
+    """`run` compiles the chart and calls `gc.freeze()` before driving: the modules and
+    the chart outlive the run, and the cyclic GC's full passes over them cost about a
+    third of a transition (docs/performance.md). Before any command, nothing is frozen."""
+    script = (
+        "import gc, sys\n"
+        "from statechart.cli import app\n"
+        "before = gc.get_freeze_count()\n"
+        "try:\n"
+        f"    app(['run', {AGENT!r}, '--input', {TICKET!r}], prog_name='statechart')\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print(before, gc.get_freeze_count(), code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    before, after, code = done.stdout.split()[-3:]
+    assert (int(before), code) == (0, str(WAITING)), done.stderr
+    assert int(after) > 10_000  # the imported modules, the compiled chart, ...
