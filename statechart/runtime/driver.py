@@ -274,7 +274,7 @@ class _Drive:
         """Make and store the next transition; None once the run waits or ends."""
         if self.run is None or self.cancelled:
             return None
-        if time.monotonic() >= self.due:
+        if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
         self.in_flight = self.run.state.endswith(".act")
         record = await step(
