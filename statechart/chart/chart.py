@@ -252,9 +252,9 @@ class State:
         if self.kind == "model" and self.max_iterations is None:
             object.__setattr__(self, "max_iterations", DEFAULT_MAX_ITERATIONS)
 
-    @property
+    @cached_property
     def tool_map(self) -> dict[str, Tool]:
-        """Tools by name."""
+        """Tools by name (read-only: computed once)."""
         return {t.name: t for t in self.tools}
 
 

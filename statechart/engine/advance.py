@@ -34,10 +34,10 @@ from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
-from statechart.records.build import evolve
+from statechart.records.build import build, evolve
 from statechart.records.messages import Message, Reply
 from statechart.records.run import QueuedCall, Run, Step
-from statechart.records.spent import ONE_STEP, ZERO, Spent
+from statechart.records.spent import ONE_STEP, ZERO, Spent, spent
 
 
 def advance(
@@ -50,7 +50,7 @@ def advance(
     wall_ms: int = 0,
 ) -> Step:
     """Fold the outcome of `effect` into the next run and its event."""
-    wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
+    wall = spent(wall_ms=wall_ms) if wall_ms else ZERO
     if isinstance(effect, CallModel):
         return _after_model(compiled_chart, run, outcome, now, wall, effect.worst)
     if isinstance(effect, RunTool):
@@ -103,16 +103,10 @@ def _after_model(
         )
     reply: Reply = outcome
     u = reply.usage
-    usage = Spent(
-        steps=1,
-        model_calls=1,
-        tool_calls=0,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        cost_micros=u.cost_micros,
-        wall_ms=wall.wall_ms,
+    usage = spent(1, 1, 0, u.input_tokens, u.output_tokens, u.cost_micros, wall.wall_ms)
+    said = build(
+        Message, {"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls}
     )
-    said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
     marks: dict[str, Any] = {"usage_missing": True} if u.missing else {}
     update: dict[str, Any] = {"visit": visit}
     over = breach(worst, u) if worst is not None else None
@@ -150,8 +144,8 @@ def _after_model(
     queued, answered = queued_and_answered(
         view.state, view.path, visit.iterations, reply.tool_calls
     )
-    queue = tuple(QueuedCall(call=c) for c in queued)
-    extra = tuple(Message(role="tool", tool_call_id=c.id, content=t) for c, t in answered)
+    queue = tuple(build(QueuedCall, {"call": c}) for c in queued)
+    extra = tuple(_said(c.id, t) for c, t in answered)
     return commit(
         compiled_chart,
         run,
@@ -212,7 +206,7 @@ def _after_tool(
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
-    msg = Message(role="tool", tool_call_id=effect.call.id, content=text)
+    msg = _said(effect.call.id, text)
     ran = effect.fingerprint if error is None else None  # a failed call may be retried
     return commit(
         compiled_chart,
@@ -295,7 +289,7 @@ def _next_state(compiled_chart: CompiledChart, run: Run, now: float, wall: Spent
     if isinstance(move, str):
         return _refuse_call(compiled_chart, run, move, now, wall)
     text = f"moved to '{target}'"
-    msg = Message(role="tool", tool_call_id=call.id, content=text)
+    msg = _said(call.id, text)
     return commit(
         compiled_chart,
         run,
@@ -372,3 +366,8 @@ def _validate_patch(
             "declare in writes="
         )
     return checked_patch(compiled_chart, path, run, patch)
+
+
+def _said(call_id: str, text: str) -> Message:
+    """The `tool` message answering call `call_id` with `text`."""
+    return build(Message, {"role": "tool", "content": text, "tool_call_id": call_id})

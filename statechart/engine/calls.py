@@ -9,25 +9,29 @@ tool's retry policy (see `docs/persistence.md`).
 
 from __future__ import annotations
 
-import hashlib
+from hashlib import sha256
+from typing import Any
 
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked
 from statechart.engine.tables import CompiledChart
-from statechart.records.build import evolve
-from statechart.records.messages import ToolCall
-from statechart.records.run import CheckedCall, Intent, QueuedCall, Run
+from statechart.records.build import build, evolve
+from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, Visit
 
 
 def idempotency_key(run: Run, tool: Tool, call_fingerprint: str) -> str:
     """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
     assert run.visit is not None
+    return _key(run.lineage_root or run.run_id, run.visit, run.visits, tool, call_fingerprint)
+
+
+def _key(root: str, visit: Visit, visits: dict[str, int], tool: Tool, call_fingerprint: str) -> str:
     occurrence = ""
     if tool.repeatable:
-        done = run.visit.succeeded.get(tool.name, 0)
-        occurrence = f"|{run.visits.get(run.visit.state, 0)}.{done}"
-    raw = f"{run.lineage_root or run.run_id}|{run.visit.state}|{call_fingerprint}{occurrence}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+        done = visit.succeeded.get(tool.name, 0)
+        occurrence = f"|{visits.get(visit.state, 0)}.{done}"
+    raw = f"{root}|{visit.state}|{call_fingerprint}{occurrence}"
+    return sha256(raw.encode()).hexdigest()[:32]
 
 
 def doubt_after(
@@ -52,31 +56,35 @@ def open_call(run: Run) -> QueuedCall | None:
 def track(
     compiled_chart: CompiledChart,
     before: Run,
-    after: Run,
+    run: Run,
+    update: dict[str, Any],
     seq: int,
     *,
     keep_open: bool = False,
-) -> tuple[Run, Intent | None, tuple[str, ...], CheckedCall | None]:
-    """The run with the new head's key recorded, the intent opened (and its call's checked
-    arguments), and the intents closed."""
+) -> tuple[Intent | None, tuple[str, ...], CheckedCall | None]:
+    """Record the new head's key in `update` (the changes that make `run` the run after
+    the step); the intent opened (and its call's checked arguments) and the intents
+    closed."""
     was = open_call(before)
-    head = after.pending[0] if after.pending else None
+    pending = update.get("pending", run.pending)
+    head = pending[0] if pending else None
     opened = None
     head_checked: CheckedCall | None = None
-    visit = after.visit
-    if (
-        head is not None
-        and head.key is None
-        and after.state.endswith(".act")
-        and head.call.name != NEXT_STATE
-        and visit is not None
-    ):
-        found = _checked_key(compiled_chart, after, head.call)
-        if found is not None:
-            head_checked, key = found
-            head = evolve(head, {"key": key})
-            after = evolve(after, {"pending": (head, *after.pending[1:])})
-            opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
+    if head is not None and head.key is None and head.call.name != NEXT_STATE:
+        visit = update.get("visit", run.visit)
+        state = update.get("state", run.state)
+        if visit is not None and state.endswith(".act"):
+            tool = compiled_chart.tools_of(visit.state).get(head.call.name)
+            found = checked(tool, head.call) if tool is not None else None
+            if tool is not None and isinstance(found, CheckedCall):
+                visits = update.get("visits", run.visits)
+                key = _key(run.lineage_root or run.run_id, visit, visits, tool, found.fingerprint)
+                head_checked = found
+                head = evolve(head, {"key": key})
+                update["pending"] = (head, *pending[1:])
+                opened = build(
+                    Intent, {"call": head.call, "state": visit.state, "seq": seq, "key": key}
+                )
     closed: tuple[str, ...] = ()
     if (
         was is not None
@@ -84,20 +92,4 @@ def track(
         and (head is None or head.call.id != was.call.id or opened is not None)
     ):
         closed = (was.call.id,)  # it left the queue, or is recorded again (edited)
-    return after, opened, closed, head_checked
-
-
-def _checked_key(
-    compiled_chart: CompiledChart, run: Run, call: ToolCall
-) -> tuple[CheckedCall, str] | None:
-    """The validated arguments and the key of a call that can run: a known tool with
-    arguments that fit."""
-    assert run.visit is not None
-    state = compiled_chart.nodes[run.visit.state].state
-    tool = state.tool_map.get(call.name) if state is not None else None
-    if tool is None:
-        return None
-    found = checked(tool, call)
-    if isinstance(found, str):
-        return None
-    return found, idempotency_key(run, tool, found.fingerprint)
+    return opened, closed, head_checked

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
-from statechart.engine.reasons import NOT_EXECUTED, waiting_for_approval
+from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
@@ -162,8 +162,8 @@ def commit(
     if not usage.is_zero():
         update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")
-    scope = compiled_chart.nodes[run.state].scope
     if patch:
+        scope = compiled_chart.nodes[run.state].scope
         update.update(patched(run, scope, patch))
         if scope:
             fields["scope"] = scope
@@ -171,7 +171,7 @@ def commit(
     if move is not None:
         if move.crosses:
             _cross(compiled_chart, run, move, update, fields)
-        update.update(_entering(compiled_chart, run, move, seq))
+        _entering(run, move, seq, update)
         fields["entered"], fields["exited"] = move.entered, move.exited
         if move.transition.edge is not None:
             fields["edge"] = move.transition.counter
@@ -182,26 +182,29 @@ def commit(
             handled.id if handled is not None else None,
             update.get("pending", run.pending),
         )
-    after, opened, closed, head_checked = track(
-        compiled_chart, before or run, evolve(run, update), seq, keep_open=keep_open
+    opened, closed, head_checked = track(
+        compiled_chart, before or run, run, update, seq, keep_open=keep_open
     )
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
-    values = {
-        **fields,
-        "run_id": run.run_id,
-        "seq": seq,
-        "time": now,
-        "source": run.state,
-        "target": move.leaf if move is not None else run.state,
-        "trigger": trigger,
-        "actor": actor,
-        "usage": usage,
-        "visit": visit_key if messages else None,
-        "delta": len(messages),
-    }
-    event = build(Event, values)
-    return Step(after, event, messages, opened, closed, checked=head_checked)
+    fields["run_id"] = run.run_id
+    fields["seq"] = seq
+    fields["time"] = now
+    fields["source"] = run.state
+    fields["target"] = move.leaf if move is not None else run.state
+    fields["trigger"] = trigger
+    fields["actor"] = actor
+    fields["usage"] = usage
+    fields["visit"] = visit_key if messages else None
+    fields["delta"] = len(messages)
+    return Step(
+        evolve(run, update),
+        build(Event, fields),
+        messages,
+        opened,
+        closed,
+        checked=head_checked,
+    )
 
 
 def _cross(
@@ -230,8 +233,10 @@ def _cross(
         fields["inputs"] = inputs
 
 
-def _entering(compiled_chart: CompiledChart, run: Run, move: Move, seq: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"state": move.leaf, "status": move.status}
+def _entering(run: Run, move: Move, seq: int, out: dict[str, Any]) -> None:
+    """What entering `move`'s leaf changes in the run, written into `out`."""
+    out["state"] = move.leaf
+    out["status"] = move.status
     t = move.transition
     if t.edge is not None and t.edge.max_traversals is not None:
         out["traversals"] = {**run.traversals, t.counter: run.traversals.get(t.counter, 0) + 1}
@@ -241,13 +246,12 @@ def _entering(compiled_chart: CompiledChart, run: Run, move: Move, seq: int) -> 
             visits[p] = visits.get(p, 0) + 1
         out["visits"] = visits
     if move.visit is not None:
-        out["visit"] = Visit(state=move.visit, seq=seq)
-    elif compiled_chart.owner_state(move.leaf)[1].kind != "model":
+        out["visit"] = build(Visit, {"state": move.visit, "seq": seq})
+    elif move.clears_visit:
         out["visit"] = None
     if move.status == "waiting":
-        out["reason"] = run.reason or waiting_for_approval(compiled_chart.owner_state(move.leaf)[0])
+        out["reason"] = run.reason or move.reason
     elif move.status == "ended":
-        out["reason"] = f"ended in '{move.leaf}'"
+        out["reason"] = move.reason
     elif run.reason:
         out["reason"] = ""
-    return out

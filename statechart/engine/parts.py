@@ -106,3 +106,7 @@ class Move:
     ports: tuple[dict[str, Any], dict[str, Any]] | None = None
     """What `try_move` computed crossing those borders (outputs, inputs), so the step that
     takes the move does not call a mapping again."""
+    reason: str = ""
+    """Why a run that lands here waits or ended (`status` says which), worded once."""
+    clears_visit: bool = False
+    """The leaf is not in a model state: the run's current visit ends."""

@@ -17,8 +17,10 @@ from pydantic import BaseModel
 from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Edge, State
 from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, ROOT, SUBSTATES
+from statechart.chart.tools import Tool
 from statechart.chart.validate import validate_root
 from statechart.engine.machine import EXIT, MachinePair
+from statechart.engine.reasons import waiting_for_approval
 from statechart.errors import IllegalTransitionError
 
 if TYPE_CHECKING:
@@ -252,7 +254,17 @@ class CompiledChart:
         visit = owner if state.kind == "model" and owner in entered else None
         status = status_of(self, leaf)
         crosses = len(self.scopes) > 1 and any(p in self.scopes for p in (*exited, *entered))
-        return Move(t, leaf, exited, entered, counted, visit, status, through, crosses)
+        reason = (
+            waiting_for_approval(owner)
+            if status == "waiting"
+            else f"ended in '{leaf}'"
+            if status == "ended"
+            else ""
+        )
+        clears = visit is None and state.kind != "model"
+        return Move(
+            t, leaf, exited, entered, counted, visit, status, through, crosses, None, reason, clears
+        )
 
     @cached_property
     def user_edges(self) -> dict[str, Transition]:
@@ -261,10 +273,19 @@ class CompiledChart:
 
     def charged(self, ledger: dict[str, Spent], leaf: str, usage: Spent) -> dict[str, Spent]:
         """A copy of `ledger` with `usage` added to every budget level around `leaf`."""
-        out = dict(ledger)
-        for level in self.levels_of(leaf):
-            out[level.path] = out.get(level.path, ZERO) + usage
+        out = ledger.copy()
+        paths = self._level_paths.get(leaf)
+        if paths is None:
+            paths = tuple(level.path for level in self.levels_of(leaf))
+        for path in paths:
+            out[path] = out.get(path, ZERO) + usage
         return out
+
+    @cached_property
+    def _level_paths(self) -> dict[str, tuple[str, ...]]:
+        return {
+            p: tuple(level.path for level in levels) for p, levels in self._levels_cache.items()
+        }
 
     def levels_of(self, leaf: str) -> tuple[Level, ...]:
         """Budget levels containing `leaf`, outermost first."""
@@ -280,6 +301,11 @@ class CompiledChart:
             if anc in self.levels:
                 found.append(self.levels[anc])
         return tuple(found)
+
+    def tools_of(self, path: str) -> dict[str, Tool]:
+        """The tools of the state at `path` by name (none for a path that is not a state)."""
+        state = self.nodes[path].state
+        return state.tool_map if state is not None else {}
 
     def owner_state(self, leaf: str) -> tuple[str, State]:
         """The nearest user-defined state containing `leaf` (skips think/act/approve)."""

@@ -12,28 +12,36 @@ M = TypeVar("M", bound=BaseModel)
 
 def build(cls: type[M], values: dict[str, Any]) -> M:
     """A record from runtime-built `values`, defaults filled in, unvalidated (hot path only)."""
-    found = _DEFAULTS.get(cls)
+    found = _TEMPLATES.get(cls)
     if found is None:
-        fields = cls.model_fields.items()
-        found = _DEFAULTS[cls] = (
-            tuple(cls.model_fields),
-            {n: f.default for n, f in fields if not f.is_required() and f.default_factory is None},
-            {n: f.default_factory for n, f in fields if f.default_factory is not None},
-        )
-    names, defaults, factories = found
-    data = {
-        n: values[n] if n in values else defaults[n] if n in defaults else factories[n]()
-        for n in names
-    }
-    new = cls.__new__(cls)
-    object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", fields_set(values.keys()))
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+        found = _TEMPLATES[cls] = _template(cls)
+    template, factories = found
+    data = template.copy()
+    data.update(values)
+    for name, factory in factories:
+        if name not in values:
+            data[name] = factory()
+    new = _new(cls)
+    _set(new, "__dict__", data)
+    _set(new, "__pydantic_fields_set__", fields_set(values.keys()))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
     return new
 
 
-_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], dict[str, Any]]] = {}
+def _template(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """Every field of `cls` in order, with its default (None where it must be given or is
+    made by a factory), and the factories."""
+    template = {n: None if f.is_required() else f.default for n, f in cls.model_fields.items()}
+    factories = tuple(
+        (n, f.default_factory) for n, f in cls.model_fields.items() if f.default_factory
+    )
+    return template, factories
+
+
+_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+_new = object.__new__
+_set = object.__setattr__
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 
@@ -55,14 +63,14 @@ def evolve(model: M, update: dict[str, Any]) -> M:
 
     Only for values the runtime built itself; everything from outside is validated first.
     """
-    new = model.__class__.__new__(model.__class__)
-    fields = dict(model.__dict__)
+    new = _new(model.__class__)
+    fields = model.__dict__.copy()
     fields.update(update)
-    object.__setattr__(new, "__dict__", fields)
+    _set(new, "__dict__", fields)
     given = model.__pydantic_fields_set__
     if not update.keys() <= given:
         given = fields_set(given | update.keys())
-    object.__setattr__(new, "__pydantic_fields_set__", given)
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    _set(new, "__pydantic_fields_set__", given)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
     return new

@@ -63,14 +63,15 @@ class Spent(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Spent) -> Spent:
-        return Spent(
-            steps=self.steps + other.steps,
-            model_calls=self.model_calls + other.model_calls,
-            tool_calls=self.tool_calls + other.tool_calls,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cost_micros=self.cost_micros + other.cost_micros,
-            wall_ms=self.wall_ms + other.wall_ms,
+        a, b = self.__dict__, other.__dict__
+        return spent(
+            a["steps"] + b["steps"],
+            a["model_calls"] + b["model_calls"],
+            a["tool_calls"] + b["tool_calls"],
+            a["input_tokens"] + b["input_tokens"],
+            a["output_tokens"] + b["output_tokens"],
+            a["cost_micros"] + b["cost_micros"],
+            a["wall_ms"] + b["wall_ms"],
         )
 
     def is_zero(self) -> bool:
@@ -84,6 +85,42 @@ class Spent(BaseModel):
             or self.cost_micros
             or self.wall_ms
         )
+
+
+_ALL_SET = set(KINDS) - {"tokens"}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def spent(
+    steps: int = 0,
+    model_calls: int = 0,
+    tool_calls: int = 0,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cost_micros: int = 0,
+    wall_ms: int = 0,
+) -> Spent:
+    """A `Spent` from integers the engine computed itself, unvalidated (the hot path's
+    constructor: a step builds one or more per budget level)."""
+    new: Spent = _new(Spent)
+    _set(
+        new,
+        "__dict__",
+        {
+            "steps": steps,
+            "model_calls": model_calls,
+            "tool_calls": tool_calls,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cost_micros": cost_micros,
+            "wall_ms": wall_ms,
+        },
+    )
+    _set(new, "__pydantic_fields_set__", _ALL_SET)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 HARD_KINDS = ("steps", "wall_ms")
