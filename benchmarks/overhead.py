@@ -44,9 +44,9 @@ import pydantic
 
 import statechart as sc
 from statechart.engine import compiled
-from statechart.engine.advance import advance
-from statechart.engine.effects import CallModel, Ended, RunTool, Wait, plan
+from statechart.engine.effects import CallModel, Ended, RunTool, Wait
 from statechart.engine.session import Session
+from statechart.engine.transition import advance, plan
 
 TARGET_PER_TRANSITION_US = 60.0
 TARGET_ABOVE_FLOOR_US = 25.0

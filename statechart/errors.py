@@ -130,6 +130,11 @@ class IllegalTransitionError(RunError):
         self.trigger = trigger
 
 
+class CompiledStepMismatchError(RunError, AssertionError):
+    """A model state's compiled step differs from the general one (raised only when
+    `engine.transition.CHECKED` is on, as in the test suite): a bug in `engine.react`."""
+
+
 class ConflictError(RunError):
     """Another writer appended this run's next event first (`UNIQUE(run_id, seq)`)."""
 

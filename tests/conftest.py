@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from statechart.engine import transition
 from tests.support.durable import CALLS
+
+# Every compiled step is compared with the general one, here and in subprocesses
+# (statechart/engine/transition.py): the whole suite is a differential test of it. The
+# package is imported before this file runs (pytest's warning filters name one of its
+# classes), so the flag is set on the module as well as in the environment.
+os.environ["STATECHART_CHECK_STEPS"] = "1"
+transition.CHECKED = True
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -29,6 +29,10 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What OpenAI and Anthropic accept as a tool name."""
 
 
+_PLAIN = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+"""Result types that are never awaitable (the common results skip the slower check)."""
+
+
 @dataclass(frozen=True)
 class Tool:
     """A callable the model may ask for, with what the runtime needs to run it safely.
@@ -93,7 +97,7 @@ class Tool:
         if self.retry == "keyed":
             kwargs[KEY_PARAMETER] = key
         out = self.fn(**kwargs)
-        if inspect.isawaitable(out):
+        if type(out) not in _PLAIN and inspect.isawaitable(out):
             out = await out
         return out
 

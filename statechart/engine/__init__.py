@@ -6,7 +6,6 @@ from its events. No clock, no I/O, no awaiting. `io/`, `mining/` and
 `tracing` use only these names; `runtime/` may also reach into the modules.
 """
 
-from statechart.engine.advance import advance
 from statechart.engine.effects import (
     Ask,
     CallModel,
@@ -24,7 +23,6 @@ from statechart.engine.effects import (
     calls_cap_refusal,
     first_exhausted,
     last_call,
-    plan,
     repeat_refusal,
 )
 from statechart.engine.machine import EXIT
@@ -44,6 +42,7 @@ from statechart.engine.tables import (
     go,
     status_of,
 )
+from statechart.engine.transition import advance, plan
 
 __all__ = [
     "CANCEL",

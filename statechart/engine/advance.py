@@ -1,7 +1,8 @@
-"""The pure transition function: what an effect's outcome does to the run.
+"""The pure transition function: what an effect's outcome does to the run, in every case.
 
-`advance()` folds the outcome of the effect `plan()` chose into the next run
-and one event. It never awaits, touches a clock or writes anywhere.
+`advance_general()` folds the outcome of the effect `plan()` chose into the next run and
+one event (`transition.advance`, what the driver calls, compiles the common cases). It
+never awaits, touches a clock or writes anywhere.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
-from statechart.records.build import build, evolve
+from statechart.records.build import evolve
 from statechart.records.messages import Message, Reply
 from statechart.records.run import QueuedCall, Run, Step
 from statechart.records.spent import ONE_STEP, ZERO, Spent, spent
 
 
-def advance(
+def advance_general(
     compiled_chart: CompiledChart,
     run: Run,
     effect: Effect,
@@ -49,7 +50,8 @@ def advance(
     now: float,
     wall_ms: int = 0,
 ) -> Step:
-    """Fold the outcome of `effect` into the next run and its event."""
+    """Fold the outcome of `effect` into the next run and its event, in every case
+    (`transition.advance` takes a model state's common steps compiled)."""
     wall = spent(wall_ms=wall_ms) if wall_ms else ZERO
     if isinstance(effect, CallModel):
         return _after_model(compiled_chart, run, outcome, now, wall, effect.worst)
@@ -104,9 +106,7 @@ def _after_model(
     reply: Reply = outcome
     u = reply.usage
     usage = spent(1, 1, 0, u.input_tokens, u.output_tokens, u.cost_micros, wall.wall_ms)
-    said = build(
-        Message, {"role": "assistant", "content": reply.content, "tool_calls": reply.tool_calls}
-    )
+    said = Message(role="assistant", content=reply.content, tool_calls=reply.tool_calls)
     marks: dict[str, Any] = {"usage_missing": True} if u.missing else {}
     update: dict[str, Any] = {"visit": visit}
     over = breach(worst, u) if worst is not None else None
@@ -144,7 +144,7 @@ def _after_model(
     queued, answered = queued_and_answered(
         view.state, view.path, visit.iterations, reply.tool_calls
     )
-    queue = tuple(build(QueuedCall, {"call": c}) for c in queued)
+    queue = tuple(QueuedCall(call=c) for c in queued)
     extra = tuple(_said(c.id, t) for c, t in answered)
     return commit(
         compiled_chart,
@@ -370,4 +370,4 @@ def _validate_patch(
 
 def _said(call_id: str, text: str) -> Message:
     """The `tool` message answering call `call_id` with `text`."""
-    return build(Message, {"role": "tool", "content": text, "tool_call_id": call_id})
+    return Message(role="tool", content=text, tool_call_id=call_id)

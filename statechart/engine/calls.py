@@ -15,7 +15,7 @@ from typing import Any
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked
 from statechart.engine.tables import CompiledChart
-from statechart.records.build import build, evolve
+from statechart.records.build import evolve
 from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, Visit
 
 
@@ -82,9 +82,7 @@ def track(
                 head_checked = found
                 head = evolve(head, {"key": key})
                 update["pending"] = (head, *pending[1:])
-                opened = build(
-                    Intent, {"call": head.call, "state": visit.state, "seq": seq, "key": key}
-                )
+                opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
     closed: tuple[str, ...] = ()
     if (
         was is not None

@@ -1,6 +1,7 @@
-"""What a state needs next: the effects the driver performs, and `plan()` that picks one.
+"""What a state needs next: the effects the driver performs, and `plan_general()` that picks
+one in every case (`transition.plan`, what the driver calls, compiles the common ones).
 
-`plan()` reads the run and says which effect the driver must perform (call
+`plan_general()` reads the run and says which effect the driver must perform (call
 the model, run a tool, run a handler) or decides a move that needs no I/O.
 It never awaits, touches a clock or writes anywhere.
 """
@@ -128,8 +129,9 @@ Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
 # -- plan ---------------------------------------------------------------------------------
 
 
-def plan(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
-    """The effect the run's current state needs next."""
+def plan_general(compiled_chart: CompiledChart, run: Run, session: Session) -> Effect:
+    """The effect the run's current state needs next, in every case (`transition.plan`
+    takes a model state's common steps compiled)."""
     if run.status == "ended":
         return Ended()
     if run.status == "waiting":

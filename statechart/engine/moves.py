@@ -246,7 +246,7 @@ def _entering(run: Run, move: Move, seq: int, out: dict[str, Any]) -> None:
             visits[p] = visits.get(p, 0) + 1
         out["visits"] = visits
     if move.visit is not None:
-        out["visit"] = build(Visit, {"state": move.visit, "seq": seq})
+        out["visit"] = Visit(state=move.visit, seq=seq)
     elif move.clears_visit:
         out["visit"] = None
     if move.status == "waiting":

@@ -81,6 +81,8 @@ class CompiledChart:
         """The strict budget levels around each leaf (filled by `engine.strict`)."""
         self.views: dict[str, ModelView] = {}
         """What each model state shows the model (filled by `prompt.model_view`)."""
+        self.react: dict[str, Any] = {}
+        """The compiled loop of each model state's think and act (filled by `react.loop_at`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
         self._moves: dict[tuple[str, str, str], Move] = {}

@@ -22,7 +22,6 @@ from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED
 from statechart.engine import recovery as resuming_
-from statechart.engine.advance import advance
 from statechart.engine.calls import open_call
 from statechart.engine.effects import (
     CallModel,
@@ -31,13 +30,13 @@ from statechart.engine.effects import (
     RunHandler,
     RunTool,
     Wait,
-    plan,
 )
 from statechart.engine.moves import typed_context
 from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
+from statechart.engine.transition import advance, plan
 from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
 from statechart.records.estimate import Price
@@ -170,16 +169,37 @@ async def drive_to_end(
     run_id: str,
     *,
     each: Callable[[Step], bool] | None = None,
-    **options: Any,
+    store: Store,
+    model: Model,
+    clock: Clock = time.time,
+    holder: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    resuming: bool = False,
+    migrate: Migration | None = None,
 ) -> Run | None:
     """`drive` until the run waits or ends (or `each(record)` returns True); the run after
-    the last stored step, or None when nothing was stepped."""
+    the last stored step, or None when nothing was stepped. The same as iterating `drive`,
+    one coroutine fewer a step."""
+    lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
+    d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
+    heartbeat.join(d)
     last: Run | None = None
-    async with contextlib.aclosing(drive(chart, run_id, **options)) as records:
-        async for record in records:
+    try:
+        async with contextlib.aclosing(d.prelude(run_id, resuming, migrate)) as openings:
+            async for opening in openings:
+                last = opening.run
+                if each is not None and each(opening):
+                    return last
+        d.dirty = False
+        while (record := await d.next()) is not None:
             last = record.run
             if each is not None and each(record):
                 break
+    except BaseException as exc:
+        d.failure = exc
+        raise
+    finally:
+        await d.close()
     return last
 
 
@@ -272,19 +292,23 @@ class _Drive:
 
     async def next(self) -> Step | None:
         """Make and store the next transition; None once the run waits or ends."""
-        if self.run is None or self.cancelled:
+        run = self.run
+        if run is None or self.cancelled:
             return None
         if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
-        self.in_flight = self.run.state.endswith(".act")
-        record = await step(
-            self.chart,
-            self.run,
-            model=self.model,
-            session=self.session,
-            clock=self.clock,
-            hooks=self.hooks,
-        )
+        self.in_flight = run.state.endswith(".act")
+        if self.hooks is None:
+            record = await self._step(run)
+        else:
+            record = await step(
+                self.chart,
+                run,
+                model=self.model,
+                session=self.session,
+                clock=self.clock,
+                hooks=self.hooks,
+            )
         if record is None:
             self.in_flight = False
             return None
@@ -296,6 +320,25 @@ class _Drive:
             failpoints.hit("intent.recorded")
         self.in_flight = False
         return stored
+
+    async def _step(self, run: Run) -> Step | None:
+        """`step()` with no hooks, its effect performed in line (no coroutine for a
+        transition that needs no I/O)."""
+        started = time.monotonic()
+        effect = plan(self.compiled_chart, run, self.session)
+        kind = type(effect)
+        outcome: Any = None
+        if type(effect) is CallModel:
+            try:
+                outcome = await self.model.complete(effect.request)
+            except Exception as exc:
+                outcome = exc
+        elif kind is RunTool or kind is RunHandler:
+            outcome = await _perform(effect, self.model)
+        elif kind is Wait or kind is Ended:
+            return None
+        wall_ms = self.session.charge_wall(time.monotonic() - started)
+        return advance(self.compiled_chart, run, effect, outcome, now=self.clock(), wall_ms=wall_ms)
 
     def _made(self, before: Run, record: Step, *, enter: bool = True) -> Step:
         """A record the engine made outside `step()`, shown to the hooks as a step."""

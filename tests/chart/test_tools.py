@@ -23,8 +23,9 @@ from statechart import (
 )
 from statechart.chart.tools import render_result
 from statechart.engine import compiled
-from statechart.engine.effects import RunTool, plan
+from statechart.engine.effects import RunTool
 from statechart.engine.session import Session
+from statechart.engine.transition import plan
 from statechart.errors import ToolArgumentsError
 
 
