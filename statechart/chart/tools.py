@@ -13,11 +13,13 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from statechart.errors import ChartWarning, ToolArgumentsError, ToolDefinitionError
+from statechart.records.build import assemble
 from statechart.records.messages import ToolCall
 from statechart.records.run import CheckedCall
 
@@ -81,14 +83,18 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments as JSON values (what is fingerprinted and stored)."""
-        return self.parse(arguments).model_dump(mode="json")
+        values: dict[str, Any] = self.args_model.__pydantic_serializer__.to_python(
+            self.parse(arguments), mode="json"
+        )
+        return values
 
     def parse(self, arguments: dict[str, Any]) -> BaseModel:
         """Validated, typed arguments; raises `ToolArgumentsError` with what to fix."""
         try:
-            return self.args_model.model_validate(arguments)
+            parsed: BaseModel = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
+        return parsed
 
     async def invoke(self, arguments: dict[str, Any] | BaseModel, key: str | None = None) -> Any:
         """Run the tool with its typed arguments (and its idempotency key when keyed)."""
@@ -279,8 +285,17 @@ def fingerprint(tool_name: str, arguments: dict[str, Any]) -> str:
     Returns:
         24 hex digits of a SHA-256 over the name and the canonical JSON of the arguments.
     """
-    digest = hashlib.sha256(f"{tool_name}\x00{canonical_json(arguments)}".encode())
-    return digest.hexdigest()[:24]
+    text = "".join(_ACYCLIC(arguments, 0)) if _ACYCLIC is not None else canonical_json(arguments)
+    return hashlib.sha256(f"{tool_name}\x00{text}".encode()).hexdigest()[:24]
+
+
+_ACYCLIC = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, str, encode_basestring, None, ":", ",", True, False, True)
+)
+"""`_CANONICAL`'s C encoder made once, without the circular-reference check: for
+arguments as JSON values (`Tool.validate`'s output), which hold no cycle."""
 
 
 def parse_arguments(call: ToolCall) -> dict[str, Any] | str:
@@ -305,10 +320,14 @@ def checked(tool: Tool, call: ToolCall) -> CheckedCall | str:
     if isinstance(args, str):
         return args
     try:
-        values = tool.parse(args).model_dump(mode="json")
+        values = tool.validate(args)
     except ToolArgumentsError as exc:
         return str(exc)
-    return CheckedCall(call, values, fingerprint(tool.name, values))
+    found: CheckedCall = assemble(
+        CheckedCall,
+        {"call": call, "arguments": values, "fingerprint": fingerprint(tool.name, values)},
+    )
+    return found
 
 
 def outcome_class(value: Any) -> str | None:

@@ -32,7 +32,7 @@ from statechart.engine.prompt import max_tokens, model_view
 from statechart.engine.scopes import context_in
 from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart, Move
-from statechart.records.build import build, evolve
+from statechart.records.build import assemble, build, evolve
 from statechart.records.messages import Message, Reply, Request, ToolCall
 from statechart.records.run import CheckedCall, Event, Intent, QueuedCall, Run, Step, Visit
 from statechart.records.spent import ZERO, spent
@@ -184,7 +184,18 @@ def plan_step(
     args = parse_arguments(call)
     assert not isinstance(args, str)  # checked() parsed them
     key = queued.key or idempotency_key(run, tool, fingerprint)
-    return RunTool(call, tool, found.arguments, fingerprint, key, tool.parse(args), None)
+    return assemble(
+        RunTool,
+        {
+            "call": call,
+            "tool": tool,
+            "arguments": found.arguments,
+            "fingerprint": fingerprint,
+            "key": key,
+            "parsed": tool.parse(args),
+            "doubt": None,
+        },
+    )
 
 
 # -- advance --------------------------------------------------------------------------------
@@ -254,7 +265,7 @@ def _proposed(
     }
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
-    return Step(evolve(run, update), build(Event, fields), (said,), opened, (), checked=head)
+    return _step(evolve(run, update), build(Event, fields), (said,), opened, (), head)
 
 
 def _returned(
@@ -324,7 +335,7 @@ def _returned(
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
     message = Message(role="tool", content=text, tool_call_id=effect.call.id)
-    return Step(evolve(run, update), build(Event, fields), (message,), opened, closed, checked=head)
+    return _step(evolve(run, update), build(Event, fields), (message,), opened, closed, head)
 
 
 def _moved(
@@ -368,3 +379,25 @@ def _head(
     keyed = evolve(head, {"key": key})
     opened = Intent(call=call, state=visit.state, seq=seq, key=key)
     return (keyed, *queue[1:]), opened, found
+
+
+def _step(
+    run: Run,
+    event: Event,
+    messages: tuple[Message, ...],
+    opened: Intent | None,
+    closed: tuple[str, ...],
+    checked: CheckedCall | None,
+) -> Step:
+    return assemble(
+        Step,
+        {
+            "run": run,
+            "event": event,
+            "messages": messages,
+            "opened": opened,
+            "closed": closed,
+            "base": False,
+            "checked": checked,
+        },
+    )

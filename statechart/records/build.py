@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def build(cls: type[M], values: dict[str, Any]) -> M:
@@ -73,4 +74,12 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     _set(new, "__pydantic_fields_set__", given)
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
+    return new
+
+
+def assemble(cls: type[T], fields: dict[str, Any]) -> T:
+    """A frozen dataclass from every one of its fields, without the `object.__setattr__`
+    per field its `__init__` makes (hot path only; `fields` must name them all)."""
+    new: T = _new(cls)
+    _set(new, "__dict__", fields)
     return new

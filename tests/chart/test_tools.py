@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from statechart import (
@@ -21,7 +25,7 @@ from statechart import (
     start,
     tool,
 )
-from statechart.chart.tools import render_result
+from statechart.chart.tools import canonical_json, render_result
 from statechart.engine import compiled
 from statechart.engine.effects import RunTool
 from statechart.engine.session import Session
@@ -170,6 +174,21 @@ def test_output_is_capped() -> None:
     assert text.startswith("x" * 8000)
     assert text.endswith("[truncated: 1000 more characters]")
     assert render_result({"b": 1, "a": [1, 2]}, 100) == '{"a":[1,2],"b":1}'
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(), _JSON, max_size=4))
+def test_fingerprint_is_the_hash_of_the_canonical_json(arguments: dict[str, object]) -> None:
+    """The fingerprint's own encoder (made once, no cycle check) writes what
+    `canonical_json` writes: fingerprints stored by earlier versions still match."""
+    text = f"tool\x00{canonical_json(arguments)}"
+    assert fingerprint("tool", arguments) == hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def test_fingerprint_ignores_key_order_and_tells_arguments_apart() -> None:
