@@ -240,8 +240,8 @@ def _proposed(
     visit = run.visit
     assert visit is not None
     usage = spent(1, 1, 0, u.input_tokens, u.output_tokens, u.cost_micros, wall_ms)
-    said = Message(role="assistant", content=reply.content, tool_calls=calls)
-    queue = tuple(QueuedCall(call=c) for c in calls)
+    said = build(Message, {"role": "assistant", "content": reply.content, "tool_calls": calls})
+    queue = tuple(build(QueuedCall, {"call": c}) for c in calls)
     seq = run.seq + 1
     move = loop.propose
     update = _moved(compiled_chart, loop, run, move, usage, seq)
@@ -334,7 +334,7 @@ def _returned(
     }
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
-    message = Message(role="tool", content=text, tool_call_id=effect.call.id)
+    message = build(Message, {"role": "tool", "content": text, "tool_call_id": effect.call.id})
     return _step(evolve(run, update), build(Event, fields), (message,), opened, closed, head)
 
 
@@ -376,7 +376,11 @@ def _head(
     if isinstance(found, str):
         return queue, None, None
     key = _key(run.lineage_root or run.run_id, visit, run.visits, tool, found.fingerprint)
-    keyed = evolve(head, {"key": key})
+    keyed = (
+        build(QueuedCall, {"call": call, "key": key})
+        if head.approved_by is None
+        else evolve(head, {"key": key})
+    )
     opened = Intent(call=call, state=visit.state, seq=seq, key=key)
     return (keyed, *queue[1:]), opened, found
 

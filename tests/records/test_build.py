@@ -28,6 +28,18 @@ def test_spent_equals_the_validated_record(amounts: tuple[int, ...]) -> None:
     assert made == validated and made.model_fields_set == validated.model_fields_set
     assert made.model_dump_json() == validated.model_dump_json()
     assert made + validated == Spent(**{n: 2 * a for n, a in zip(names, amounts, strict=True)})
+    assert hash(made) == hash(validated) and {made: 1}[validated] == 1
+    assert (made != Spent(steps=amounts[0] + 1)) and made != amounts
+
+
+def test_spent_compares_like_pydantic_across_classes() -> None:
+    """The fast `__eq__` keeps pydantic's rule: another class is never equal."""
+
+    class Other(Spent):
+        pass
+
+    assert Other(steps=1) != Spent(steps=1) and Spent(steps=1) != Other(steps=1)
+    assert Other(steps=1) == Other(steps=1)
 
 
 def test_build_fills_defaults_and_factories_and_sets_only_the_given_fields() -> None:
