@@ -52,7 +52,7 @@ def advance_general(
 ) -> Step:
     """Fold the outcome of `effect` into the next run and its event, in every case
     (`transition.advance` takes a model state's common steps compiled)."""
-    wall = spent(wall_ms=wall_ms) if wall_ms else ZERO
+    wall = Spent(wall_ms=wall_ms) if wall_ms else ZERO
     if isinstance(effect, CallModel):
         return _after_model(compiled_chart, run, outcome, now, wall, effect.worst)
     if isinstance(effect, RunTool):

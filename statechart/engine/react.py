@@ -287,6 +287,8 @@ def _returned(
     tool = effect.tool
     name = tool.name
     text = render_result(outcome, tool.output_cap)
+    if type(text) is not str:  # a str subclass: the general step's validated message
+        return None
     visit = run.visit
     assert visit is not None
     calls = dict(visit.calls)

@@ -7,6 +7,8 @@ micro-dollars, wall time in milliseconds.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from pydantic import BaseModel, ConfigDict
 
 KINDS = (
@@ -78,11 +80,11 @@ class Spent(BaseModel):
         """Equal amounts. Faster than pydantic's general comparison, which the serializers
         make against the default for every event they encode (`exclude_defaults`)."""
         if other.__class__ is Spent and self.__class__ is Spent:
-            return self.__dict__ == other.__dict__
+            return bool(_amounts(self.__dict__) == _amounts(other.__dict__))
         return super().__eq__(other)
 
     def __hash__(self) -> int:
-        return hash(tuple(self.__dict__.values()))
+        return hash(_amounts(self.__dict__))
 
     def is_zero(self) -> bool:
         """True when nothing was spent."""
@@ -98,6 +100,7 @@ class Spent(BaseModel):
 
 
 _ALL_SET = set(KINDS) - {"tokens"}
+_amounts = itemgetter(*(k for k in KINDS if k != "tokens"))
 _new = object.__new__
 _set = object.__setattr__
 

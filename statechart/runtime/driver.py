@@ -184,19 +184,25 @@ async def drive_to_end(
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
     heartbeat.join(d)
     last: Run | None = None
+    told = False  # `each` raising is the caller's stop, not the drive's failure
     try:
         async with contextlib.aclosing(d.prelude(run_id, resuming, migrate)) as openings:
             async for opening in openings:
                 last = opening.run
+                told = True
                 if each is not None and each(opening):
                     return last
+                told = False
         d.dirty = False
         while (record := await d.next()) is not None:
             last = record.run
+            told = True
             if each is not None and each(record):
                 break
+            told = False
     except BaseException as exc:
-        d.failure = exc
+        if not told:
+            d.failure = exc
         raise
     finally:
         await d.close()

@@ -9,6 +9,7 @@ difference, that the common steps do take the compiled path, and the random runs
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections import Counter
 from dataclasses import replace
@@ -337,3 +338,37 @@ def test_random_charts_agree_step_by_step(data: st.DataObject) -> None:
     approval states, guards, budgets), with the check on."""
     o = simulate(data, decide=True)
     assert o.final.status in ("ended", "waiting")
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+
+
+@tool(retry="safe")
+def status(n: int) -> Status:
+    """The status of record `n`."""
+    return Status.OK
+
+
+def test_a_tool_returning_a_str_subclass_gets_a_plain_str_message() -> None:
+    """A validated `Message` holds a plain `str`; the compiled step leaves such a result to
+    the general one (the two compare equal, so the check alone would not tell)."""
+
+    chart = Chart(
+        "status",
+        states=(State("work", tools=(status,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+    model = ScriptedModel(
+        [reply(call("status", "a", n=1)), reply(call("next_state", "b", target="done"))]
+    )
+
+    async def main() -> Any:
+        store = MemoryStore(encode=False)
+        run = await start(chart, store=store, model=model)
+        await run_to_end(chart, run, store=store, model=model)
+        return await store.transcript(run.run_id, 0)
+
+    said = anyio.run(main)[1]
+    assert (said.role, said.content, type(said.content)) == ("tool", "ok", str)

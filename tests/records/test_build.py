@@ -40,6 +40,8 @@ def test_spent_compares_like_pydantic_across_classes() -> None:
 
     assert Other(steps=1) != Spent(steps=1) and Spent(steps=1) != Other(steps=1)
     assert Other(steps=1) == Other(steps=1)
+    odd = Spent(steps=1).model_copy(update={"bogus": 1})  # a key that is not a field
+    assert odd == Spent(steps=1) and hash(odd) == hash(Spent(steps=1))
 
 
 def test_build_fills_defaults_and_factories_and_sets_only_the_given_fields() -> None:

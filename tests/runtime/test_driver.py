@@ -35,7 +35,7 @@ from statechart import (
     step,
     tool,
 )
-from tests.support.durable import FINISH, never_refund, pay_chart
+from tests.support.durable import FINISH, never_refund, pay_chart, refund_tool
 from tests.support.helpers import run_script
 
 pytestmark = pytest.mark.anyio
@@ -246,3 +246,33 @@ async def test_a_renewal_that_fails_is_tried_again_and_never_fails_the_drive() -
     end = await run_to_end(c, run, store=store, model=model, lease_ttl=0.3)
     assert end.state == "done"
     assert Busy.renewals[:3] == ["busy", "busy", "ok"]
+
+
+async def test_drive_to_end_treats_each_raising_as_a_stop_not_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As when iterating `drive()` and leaving the loop by an exception: the run's spans
+    close without the drive's failure, and the lease is released clean (resumable at once)."""
+    from statechart import tracing
+    from statechart.runtime.driver import drive_to_end
+
+    closed: list[BaseException | None] = []
+    close = tracing.RunTrace.close
+
+    def spy(self: Any, run: Any, failure: BaseException | None) -> None:
+        closed.append(failure)
+        close(self, run, failure)
+
+    monkeypatch.setattr(tracing.RunTrace, "close", spy)
+    store, the_chart = MemoryStore(), pay_chart(refund_tool("safe"))
+    model = ScriptedModel([reply(call("refund", "c1", order="A")), FINISH])
+    run = await start(the_chart, store=store, model=model)
+
+    def stop(record: Any) -> bool:
+        raise BrokenPipeError("the listener went away")
+
+    with pytest.raises(BrokenPipeError):
+        await drive_to_end(the_chart, run.run_id, store=store, model=model, each=stop)
+    assert closed == [None]
+    again = await drive_to_end(the_chart, run.run_id, store=store, model=model)
+    assert again is not None and again.status == "ended"
