@@ -248,24 +248,8 @@ def _proposed(
     update["visit"] = evolve(visit, {"iterations": visit.iterations + 1})
     pending, opened, head = _head(loop, run, update["visit"], queue, seq)
     update["pending"] = pending
-    fields = {
-        "calls": calls,
-        "entered": move.entered,
-        "exited": move.exited,
-        "run_id": run.run_id,
-        "seq": seq,
-        "time": now,
-        "source": run.state,
-        "target": move.leaf,
-        "trigger": "propose",
-        "actor": "model",
-        "usage": usage,
-        "visit": visit.seq,
-        "delta": 1,
-    }
-    if opened is not None:
-        fields["intent"], fields["key"] = opened.call.id, opened.key
-    return _step(evolve(run, update), build(Event, fields), (said,), opened, (), head)
+    event = _event(run, move, seq, now, "propose", "model", usage, opened, {"calls": calls})
+    return _step(evolve(run, update), event, (said,), opened, (), head)
 
 
 def _returned(
@@ -314,30 +298,49 @@ def _returned(
         and (not pending or pending[0].call.id != was.call.id or opened is not None)
         else ()
     )
-    fields = {
+    ran = {
         "call": effect.call,
         "result": text,
         "error": None,
         "fingerprint": effect.fingerprint,
         "reason": "",
         "outcome": outcome_class(outcome),
-        "entered": move.entered,
-        "exited": move.exited,
-        "run_id": run.run_id,
-        "seq": seq,
-        "time": now,
-        "source": run.state,
-        "target": move.leaf,
-        "trigger": trigger,
-        "actor": "code",
-        "usage": usage,
-        "visit": visit.seq,
-        "delta": 1,
     }
+    event = _event(run, move, seq, now, trigger, "code", usage, opened, ran)
+    message = build(Message, {"role": "tool", "content": text, "tool_call_id": effect.call.id})
+    return _step(evolve(run, update), event, (message,), opened, closed, head)
+
+
+def _event(
+    run: Run,
+    move: Move,
+    seq: int,
+    now: float,
+    trigger: str,
+    actor: str,
+    usage: Any,
+    opened: Intent | None,
+    fields: dict[str, Any],
+) -> Event:
+    """The event of a loop step that adds one message to the visit's transcript: `fields`
+    with what every such step records (the fields given are those the general step gives)."""
+    fields["entered"], fields["exited"] = move.entered, move.exited
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
-    message = build(Message, {"role": "tool", "content": text, "tool_call_id": effect.call.id})
-    return _step(evolve(run, update), build(Event, fields), (message,), opened, closed, head)
+    assert run.visit is not None
+    fields.update(
+        run_id=run.run_id,
+        seq=seq,
+        time=now,
+        source=run.state,
+        target=move.leaf,
+        trigger=trigger,
+        actor=actor,
+        usage=usage,
+        visit=run.visit.seq,
+        delta=1,
+    )
+    return build(Event, fields)
 
 
 def _moved(
