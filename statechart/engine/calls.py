@@ -22,10 +22,14 @@ from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, Visit
 def idempotency_key(run: Run, tool: Tool, call_fingerprint: str) -> str:
     """Lineage root + state path + fingerprint (+ occurrence for repeatable tools)."""
     assert run.visit is not None
-    return _key(run.lineage_root or run.run_id, run.visit, run.visits, tool, call_fingerprint)
+    return key_in(run.lineage_root or run.run_id, run.visit, run.visits, tool, call_fingerprint)
 
 
-def _key(root: str, visit: Visit, visits: dict[str, int], tool: Tool, call_fingerprint: str) -> str:
+def key_in(
+    root: str, visit: Visit, visits: dict[str, int], tool: Tool, call_fingerprint: str
+) -> str:
+    """The idempotency key of a call in `visit`, from the parts `idempotency_key` reads off a
+    run (a step that has not made its run yet passes them itself)."""
     occurrence = ""
     if tool.repeatable:
         done = visit.succeeded.get(tool.name, 0)
@@ -53,6 +57,29 @@ def open_call(run: Run) -> QueuedCall | None:
     return None
 
 
+def record_intent(
+    tools: dict[str, Tool],
+    run: Run,
+    visit: Visit,
+    visits: dict[str, int],
+    head: QueuedCall,
+    seq: int,
+) -> tuple[QueuedCall, Intent, CheckedCall] | None:
+    """The head call with its idempotency key, the intent that opens for it at `seq`, and
+    its checked arguments; None when it has a key already, is `next_state`, or cannot run
+    (an unknown tool, arguments that do not fit). `visit` and `visits` are the run's after
+    the step."""
+    if head.key is not None or head.call.name == NEXT_STATE:
+        return None
+    tool = tools.get(head.call.name)
+    found = checked(tool, head.call) if tool is not None else None
+    if tool is None or not isinstance(found, CheckedCall):
+        return None
+    key = key_in(run.lineage_root or run.run_id, visit, visits, tool, found.fingerprint)
+    opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
+    return evolve(head, {"key": key}), opened, found
+
+
 def track(
     compiled_chart: CompiledChart,
     before: Run,
@@ -70,19 +97,14 @@ def track(
     head = pending[0] if pending else None
     opened = None
     head_checked: CheckedCall | None = None
-    if head is not None and head.key is None and head.call.name != NEXT_STATE:
-        visit = update.get("visit", run.visit)
-        state = update.get("state", run.state)
-        if visit is not None and state.endswith(".act"):
-            tool = compiled_chart.tools_of(visit.state).get(head.call.name)
-            found = checked(tool, head.call) if tool is not None else None
-            if tool is not None and isinstance(found, CheckedCall):
-                visits = update.get("visits", run.visits)
-                key = _key(run.lineage_root or run.run_id, visit, visits, tool, found.fingerprint)
-                head_checked = found
-                head = evolve(head, {"key": key})
-                update["pending"] = (head, *pending[1:])
-                opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
+    visit = update.get("visit", run.visit)
+    if head is not None and visit is not None and update.get("state", run.state).endswith(".act"):
+        visits = update.get("visits", run.visits)
+        tools = compiled_chart.tools_of(visit.state)
+        recorded = record_intent(tools, run, visit, visits, head, seq)
+        if recorded is not None:
+            head, opened, head_checked = recorded
+            update["pending"] = (head, *pending[1:])
     closed: tuple[str, ...] = ()
     if (
         was is not None

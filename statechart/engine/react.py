@@ -19,7 +19,7 @@ from typing import Any
 from statechart.chart.chart import State
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked, outcome_class, parse_arguments, render_result
-from statechart.engine.calls import _key, idempotency_key, open_call
+from statechart.engine.calls import idempotency_key, open_call, record_intent
 from statechart.engine.effects import (
     TOOL_STEP,
     CallModel,
@@ -33,7 +33,7 @@ from statechart.engine.scopes import context_in
 from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart, Move
 from statechart.records.build import assemble, build, evolve
-from statechart.records.messages import Message, Reply, Request, ToolCall
+from statechart.records.messages import Message, Reply, Request, ToolSpec
 from statechart.records.run import CheckedCall, Event, Intent, QueuedCall, Run, Step, Visit
 from statechart.records.spent import ZERO, spent
 
@@ -60,8 +60,10 @@ class Loop:
     """Some level caps output tokens or tokens: a request's `max_tokens` is lowered."""
     scope: str
     """Whose context the state reads."""
-    tool_specs: Any
-    final_tools: Any
+    tool_specs: tuple[ToolSpec, ...]
+    """The state's tools and `next_state`, as offered to the model."""
+    final_tools: tuple[ToolSpec, ...]
+    """Only `next_state`: what the visit's last model call is offered."""
 
 
 def loop_at(compiled_chart: CompiledChart, leaf: str) -> Loop | None:
@@ -214,16 +216,14 @@ def advance_step(
     returned), or None."""
     if run.doubt is not None:
         return None
-    kind = type(effect)
-    if kind is CallModel and run.state == loop.think:
-        return _proposed(compiled_chart, loop, run, effect, outcome, now, wall_ms)  # type: ignore[arg-type]
-    if kind is RunTool and run.state == loop.act:
-        return _returned(compiled_chart, loop, run, effect, outcome, now, wall_ms)  # type: ignore[arg-type]
+    if type(effect) is CallModel and run.state == loop.think:
+        return _proposed(loop, run, effect, outcome, now, wall_ms)
+    if type(effect) is RunTool and run.state == loop.act:
+        return _returned(loop, run, effect, outcome, now, wall_ms)
     return None
 
 
 def _proposed(
-    compiled_chart: CompiledChart,
     loop: Loop,
     run: Run,
     effect: CallModel,
@@ -244,7 +244,7 @@ def _proposed(
     queue = tuple(build(QueuedCall, {"call": c}) for c in calls)
     seq = run.seq + 1
     move = loop.propose
-    update = _moved(compiled_chart, loop, run, move, usage, seq)
+    update = _moved(loop, run, move, usage, seq)
     update["visit"] = evolve(visit, {"iterations": visit.iterations + 1})
     pending, opened, head = _head(loop, run, update["visit"], queue, seq)
     update["pending"] = pending
@@ -253,7 +253,6 @@ def _proposed(
 
 
 def _returned(
-    compiled_chart: CompiledChart,
     loop: Loop,
     run: Run,
     effect: RunTool,
@@ -285,7 +284,7 @@ def _returned(
     trigger, move = ("next_call", loop.next_call) if queue else ("results", loop.results)
     usage = TOOL_STEP + spent(wall_ms=wall_ms) if wall_ms else TOOL_STEP
     seq = run.seq + 1
-    update = _moved(compiled_chart, loop, run, move, usage, seq)
+    update = _moved(loop, run, move, usage, seq)
     update["visit"] = after = evolve(visit, counts)
     pending, opened, head = (
         _head(loop, run, after, queue, seq) if trigger == "next_call" else (queue, None, None)
@@ -343,9 +342,7 @@ def _event(
     return build(Event, fields)
 
 
-def _moved(
-    compiled_chart: CompiledChart, loop: Loop, run: Run, move: Move, usage: Any, seq: int
-) -> dict[str, Any]:
+def _moved(loop: Loop, run: Run, move: Move, usage: Any, seq: int) -> dict[str, Any]:
     """The run fields a loop step changes besides its visit and queue."""
     ledger = run.ledger.copy()
     for path in loop.paths:
@@ -366,27 +363,12 @@ def _moved(
 def _head(
     loop: Loop, run: Run, visit: Visit, queue: tuple[QueuedCall, ...], seq: int
 ) -> tuple[tuple[QueuedCall, ...], Intent | None, CheckedCall | None]:
-    """The queue with its head's idempotency key recorded, when the head can run (a known
-    tool, arguments that fit): the intent that opens, and the call's checked arguments."""
-    if not queue:
+    """The queue with its head's idempotency key recorded, when the head can run: the
+    intent that opens, and the call's checked arguments (`calls.record_intent`)."""
+    recorded = record_intent(loop.tools, run, visit, run.visits, queue[0], seq) if queue else None
+    if recorded is None:
         return queue, None, None
-    head = queue[0]
-    call: ToolCall = head.call
-    if head.key is not None or call.name == NEXT_STATE:
-        return queue, None, None
-    tool = loop.tools.get(call.name)
-    if tool is None:
-        return queue, None, None
-    found = checked(tool, call)
-    if isinstance(found, str):
-        return queue, None, None
-    key = _key(run.lineage_root or run.run_id, visit, run.visits, tool, found.fingerprint)
-    keyed = (
-        build(QueuedCall, {"call": call, "key": key})
-        if head.approved_by is None
-        else evolve(head, {"key": key})
-    )
-    opened = Intent(call=call, state=visit.state, seq=seq, key=key)
+    keyed, opened, found = recorded
     return (keyed, *queue[1:]), opened, found
 
 
