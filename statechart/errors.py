@@ -165,3 +165,7 @@ class CorruptRowError(StoreError):
 
 class SchemaVersionError(StoreError):
     """The database was written by a newer schema than this package knows."""
+
+
+class TracingConfigError(StatechartError):
+    """The `OTEL_*` variables ask for an exporter or protocol that cannot be set up here."""

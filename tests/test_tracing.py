@@ -65,13 +65,33 @@ def named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
 
 
 def transitions(spans: list[ReceivedSpan]) -> dict[int, ReceivedSpan]:
-    """The transition spans by step number."""
-    found = {s.attributes[t.STEP]: s for s in spans if s.name.startswith("transition ")}
-    assert len(found) == len([s for s in spans if s.name.startswith("transition")])
+    """The span of each transition (the one with `statechart.step` set), by step number."""
+    found = {s.attributes[t.STEP]: s for s in spans if t.STEP in s.attributes}
+    assert len(found) == len([s for s in spans if t.STEP in s.attributes])
     return found
 
 
+def one_span_per_transition(spans: list[ReceivedSpan], events: list[dict[str, Any]]) -> None:
+    """Each stored event has exactly one span (and each such span an event), and every span
+    of the run is a transition, a state visit, a drive or the run's first span: a second
+    span per transition would show in the count."""
+    steps = transitions(spans)
+    assert {e["seq"]: e["span"] for e in events} == {n: s.span_id for n, s in steps.items()}
+    visits = [s for s in spans if s.name.startswith("state ")]
+    drives = [s for s in spans if s.name.startswith("invoke_agent ")]
+    firsts = [s for s in spans if s.name.startswith("create_agent ")]
+    assert len(firsts) == 1
+    assert len(spans) == len(events) + len(visits) + len(drives) + len(firsts)
+
+
 # -- the exact span tree of the three-level chart -------------------------------------------
+
+
+def facts_of(s: ReceivedSpan) -> tuple[Any, ...]:
+    """A transition's facts: trigger, actor and step (its source and target are checked)."""
+    a = s.attributes
+    assert a[t.SOURCE] and a[t.TARGET], s.name
+    return (a[t.TRIGGER], a[t.ACTOR], a[t.STEP])
 
 
 def key(s: ReceivedSpan) -> Any:
@@ -86,7 +106,9 @@ def key(s: ReceivedSpan) -> Any:
             op,
             a[t.GEN_AI_AGENT_NAME],
             a[t.GEN_AI_AGENT_ID],
+            a[t.GEN_AI_PROVIDER_NAME],
             a[t.GEN_AI_REQUEST_MODEL],
+            a[t.MODEL],
             a[t.STATE],
             a["statechart.status"],
         )
@@ -99,14 +121,16 @@ def key(s: ReceivedSpan) -> Any:
             a[t.GEN_AI_RESPONSE_MODEL],
             a[t.GEN_AI_USAGE_INPUT_TOKENS],
             a[t.GEN_AI_USAGE_OUTPUT_TOKENS],
+            a[t.GEN_AI_RESPONSE_FINISH_REASONS],
+            *facts_of(s),
         )
     if op == "execute_tool":
-        return (s.kind, op, a[t.GEN_AI_TOOL_NAME], a[t.GEN_AI_TOOL_CALL_ID])
+        return (s.kind, op, a[t.GEN_AI_TOOL_NAME], a[t.GEN_AI_TOOL_CALL_ID], *facts_of(s))
     if s.name.startswith("state "):
         return (s.kind, a[t.STATE], a["statechart.visit"])
     assert s.name.startswith("transition "), s.name
     assert s.name == f"transition {a[t.SOURCE]} -> {a[t.TARGET]}"
-    return (s.kind, a[t.TRIGGER], a[t.ACTOR], a[t.STEP])
+    return (s.kind, *facts_of(s))
 
 
 P = "explore.inner.probe"
@@ -121,18 +145,22 @@ def state(path: str, *children: Any) -> Any:
     return (f"state {path}", ("INTERNAL", path, 1), list(children))
 
 
-def chat() -> Any:
-    return ("chat tiny-1", CHAT, [])
+def chat(step: int) -> Any:
+    """A model call that proposed a tool call: the think -> act transition."""
+    return ("chat tiny-1", (*CHAT, ["tool_call"], "propose", "model", step), [])
 
 
-def tool(name: str, call_id: str) -> Any:
-    return (f"execute_tool {name}", ("INTERNAL", "execute_tool", name, call_id), [])
+def tool(name: str, call_id: str, step: int) -> Any:
+    """A tool call whose result went back to the model: the act -> think transition."""
+    op = ("INTERNAL", "execute_tool", name, call_id, "results", "code", step)
+    return (f"execute_tool {name}", op, [])
 
 
 def agent(state_at: str, status: str, *children: Any) -> Any:
     return (
         "invoke_agent workflow",
-        ("INTERNAL", "invoke_agent", "workflow", "r1", "acme:tiny-1", state_at, status),
+        ("INTERNAL", "invoke_agent", "workflow", "r1", "acme", "tiny-1", "acme:tiny-1")
+        + (state_at, status),
         list(children),
     )
 
@@ -151,12 +179,9 @@ NESTED_TREE = [
                         "explore.inner",
                         state(
                             P,
-                            chat(),
-                            tr(f"{P}.think", f"{P}.act", "propose", "model", 1),
-                            tool("dig", "d1"),
-                            tr(f"{P}.act", f"{P}.think", "results", "code", 2),
-                            chat(),
-                            tr(f"{P}.think", f"{P}.act", "propose", "model", 3),
+                            chat(1),
+                            tool("dig", "d1", 2),
+                            chat(3),
                             tr(f"{P}.act", f"{P}.approve", "ask", "system", 4),
                         ),
                     ),
@@ -172,18 +197,15 @@ NESTED_TREE = [
                         "explore.inner",
                         state(
                             P,
-                            tool("buy", "b1"),
-                            tr(f"{P}.act", f"{P}.think", "results", "code", 6),
-                            chat(),
-                            tr(f"{P}.think", f"{P}.act", "propose", "model", 7),
+                            tool("buy", "b1", 6),
+                            chat(7),
                             tr(f"{P}.act", "report.think", "go:explore.inner.done", "model", 8),
                         ),
                     ),
                 ),
                 state(
                     "report",
-                    chat(),
-                    tr("report.think", "report.act", "propose", "model", 9),
+                    chat(9),
                     tr("report.act", "done", "go:done", "model", 10),
                 ),
                 state("done"),
@@ -192,28 +214,31 @@ NESTED_TREE = [
     )
 ]
 """Every span of run r1 of `workflow()`: names, nesting, siblings by start time, key
-attributes. The human approval sits directly under the run's first span."""
-NESTED_SPANS = 27
+attributes. One span per transition: a model call's is its `chat` span, a tool call's its
+`execute_tool` span. The human approval sits directly under the run's first span."""
+NESTED_SPANS = 21
+"""10 events + 8 state visits + 2 drives + the run's first span."""
 
 ROOT_STEPS, ROOT_TOKENS, EXPLORE_STEPS, INNER_TOOLS = 60, 1000, 30, 3
 
 
-def budget(
-    steps: int, tokens: int, explore_steps: int | None = None, inner_tools: int | None = None
-) -> dict[str, int]:
-    """The budget attributes a transition span should carry (spent and left per level)."""
-    out = {
-        "statechart.budget.root.steps.spent": steps,
-        "statechart.budget.root.steps.left": ROOT_STEPS - steps,
-        "statechart.budget.root.tokens.spent": tokens,
-        "statechart.budget.root.tokens.left": ROOT_TOKENS - tokens,
+def budget(steps: int, tokens: int, explore: int | None = None, inner: int | None = None) -> Any:
+    """What binds after a transition, per budget kind: the least left over the levels
+    around its source (`explore` steps and `explore.inner` tool calls only inside them)."""
+    b = "statechart.budget"
+    out: dict[str, Any] = {
+        f"{b}.steps.left": ROOT_STEPS - steps,
+        f"{b}.steps.level": "root",
+        f"{b}.tokens.left": ROOT_TOKENS - tokens,
+        f"{b}.tokens.level": "root",
     }
-    if explore_steps is not None:
-        out["statechart.budget.explore.steps.spent"] = explore_steps
-        out["statechart.budget.explore.steps.left"] = EXPLORE_STEPS - explore_steps
-    if inner_tools is not None:
-        out["statechart.budget.explore.inner.tool_calls.spent"] = inner_tools
-        out["statechart.budget.explore.inner.tool_calls.left"] = INNER_TOOLS - inner_tools
+    if explore is not None:  # explore has fewer steps left than the root here
+        assert EXPLORE_STEPS - explore < ROOT_STEPS - steps
+        out[f"{b}.steps.left"] = EXPLORE_STEPS - explore
+        out[f"{b}.steps.level"] = "explore"
+    if inner is not None:
+        out[f"{b}.tool_calls.left"] = INNER_TOOLS - inner
+        out[f"{b}.tool_calls.level"] = "explore.inner"
     return out
 
 
@@ -229,8 +254,37 @@ NESTED_BUDGETS = {  # step: (root steps, root tokens, explore steps, inner tool 
     9: budget(8, 60),
     10: budget(9, 60),
 }
-"""Each transition's ledger after it, per level of its source state (the human approval
-spends nothing; `report` is under the root budget only)."""
+"""Each transition's ledger after it (the human approval spends nothing; `report` is under
+the root budget only)."""
+
+
+def level(**figures: tuple[int, int]) -> dict[str, int]:
+    """A budget level's figures on its state's span: cap, spent and left per kind."""
+    b = "statechart.budget"
+    out = {}
+    for kind, (cap, spent) in figures.items():
+        out |= {f"{b}.{kind}.cap": cap, f"{b}.{kind}.spent": spent, f"{b}.{kind}.left": cap - spent}
+    return out
+
+
+NESTED_LEVELS = [  # (span name, budget figures when it ended), in start order
+    ("invoke_agent workflow", level(steps=(ROOT_STEPS, 4), tokens=(ROOT_TOKENS, 30))),
+    ("state explore", level(steps=(EXPLORE_STEPS, 4))),
+    ("state explore.inner", level(tool_calls=(INNER_TOOLS, 1))),
+    ("state explore.inner.probe", {}),
+    ("invoke_agent workflow", level(steps=(ROOT_STEPS, 9), tokens=(ROOT_TOKENS, 60))),
+    ("state explore", level(steps=(EXPLORE_STEPS, 7))),
+    ("state explore.inner", level(tool_calls=(INNER_TOOLS, 2))),
+    ("state explore.inner.probe", {}),
+    ("state report", {}),
+    ("state done", {}),
+]
+"""Each budget level's figures on the span of the state (for `root`, the drive) it belongs
+to, as they were when that span ended."""
+
+
+def budgets(s: ReceivedSpan) -> dict[str, Any]:
+    return {k: v for k, v in s.attributes.items() if k.startswith(t.BUDGET + ".")}
 
 
 def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
@@ -247,12 +301,12 @@ def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
         parent = by_id.get(s.parent_span_id)
         if parent is not None and parent is not root:
             assert parent.start_ns <= s.start_ns <= s.end_ns <= parent.end_ns, s.name
+    one_span_per_transition(spans, run["events"])  # the stored events name their spans
     steps = transitions(spans)
     for n, expected in NESTED_BUDGETS.items():
-        got = {k: v for k, v in steps[n].attributes.items() if k.startswith(t.BUDGET + ".")}
-        assert got == expected, n
-    # the stored event of each transition names its span
-    assert {e["seq"]: e["span"] for e in run["events"]} == {n: s.span_id for n, s in steps.items()}
+        assert budgets(steps[n]) == expected, n
+    others = sorted((s for s in spans if t.STEP not in s.attributes), key=lambda s: s.start_ns)
+    assert [(s.name, budgets(s)) for s in others[1:]] == NESTED_LEVELS
     assert steps[4].event("statechart.approval.requested").attributes == {
         "reason": f"tool 'buy' needs approval in state '{P}'"
     }
@@ -349,7 +403,7 @@ def test_a_resume_in_a_new_process_links_to_the_last_transition_of_the_first(
     assert first["runs"]["r1"]["state"] == f"{P}.think"
     second = proc(receiver, db, "nested-continue", "--service", "p2")
     assert second["runs"]["r1"]["status"] == "waiting"
-    spans = received(receiver, 9 + 7)  # create_agent, a drive to seq 2; a drive to the wait
+    spans = received(receiver, 7 + 6)  # create_agent, a drive to seq 2; a drive to the wait
     trace_id = first["runs"]["r1"]["trace"]["traceparent"].split("-")[1]
     assert {s.trace_id for s in spans} == {trace_id}
     steps = transitions(spans)
@@ -378,8 +432,9 @@ def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
 ) -> None:
     out = proc(receiver, tmp_path / "runs.db", "gate")
     assert out["runs"]["gate"]["state"] == "escalated"
-    spans = received(receiver, 12)
+    spans = received(receiver, 9)
     steps = transitions(spans)
+    one_span_per_transition(spans, out["runs"]["gate"]["events"])
     refused = [s for s in steps.values() if any(e.name == t.GUARD_REFUSED for e in s.events)]
     assert [s.attributes[t.STEP] for s in refused] == [2]
     why = "edge work->done refused: ok is not set"
@@ -394,8 +449,8 @@ def test_a_refused_guard_and_an_exhausted_budget_are_span_events(
         "reason": "budget exhausted at root:tool_calls; routed to 'escalated'",
     }
     assert last.attributes[t.EXHAUSTED] == "root:tool_calls"
-    assert last.attributes["statechart.budget.root.tool_calls.spent"] == 1
-    assert last.attributes["statechart.budget.root.tool_calls.left"] == 0
+    assert last.attributes["statechart.budget.tool_calls.left"] == 0
+    assert last.attributes["statechart.budget.tool_calls.level"] == "root"
     assert [n for n, s in steps.items() if s.events] == [2, 5]
     # the second lookup never ran: the budget was spent before its model call
     assert [s.attributes[t.GEN_AI_TOOL_CALL_ID] for s in named(spans, "execute_tool lookup")] == [
@@ -430,30 +485,27 @@ def test_model_and_tool_errors_are_error_spans(
     assert failed.name == "execute_tool lookup"
     assert failed.attributes[t.ERROR_TYPE] == "ValueError"
     assert failed.status_message == "ValueError"  # messages only with content capture
-    after = transitions(tool_run)[2]  # the transition that records the failed call
-    # the failure is the tool span's; the run goes on (the model hears it), so the
-    # transition is not an error too
-    assert after.status_code == "UNSET" and t.ERROR_TYPE not in after.attributes
+    # the tool span is the transition that records the failed call (one span each); the
+    # run goes on, the model hears of it
+    assert transitions(tool_run)[2].span_id == failed.span_id
+    assert failed.attributes[t.TRIGGER] == "results"
     assert out["runs"]["tool"]["state"] == "done"  # the model heard the error and went on
     model_run = of_run(spans, out, "model")
     (chat_span,) = named(model_run, "chat tiny-1")
     assert chat_span.status_code == "ERROR"
     assert chat_span.attributes[t.ERROR_TYPE] == "TimeoutError"
     assert chat_span.status_message == "TimeoutError"
-    (escalation,) = transitions(model_run).values()
-    assert escalation.name == "transition work.think -> escalated"
-    assert escalation.status_code == "ERROR"
-    assert escalation.status_message == "TimeoutError"
+    (escalation,) = transitions(model_run).values()  # the failed call's span: one per step
+    assert escalation.span_id == chat_span.span_id
+    assert (escalation.attributes[t.SOURCE], escalation.attributes[t.TARGET]) == (
+        "work.think",
+        "escalated",
+    )
     handler_run = of_run(spans, out, "handler")
     (handled,) = transitions(handler_run).values()
     assert handled.status_code == "ERROR" and handled.status_message == "ValueError"
     ok = [s for s in spans if s.status_code == "ERROR"]
-    assert {s.span_id for s in ok} == {
-        failed.span_id,
-        chat_span.span_id,
-        escalation.span_id,
-        handled.span_id,
-    }
+    assert {s.span_id for s in ok} == {failed.span_id, chat_span.span_id, handled.span_id}
 
 
 def test_error_type_on_a_transition_span_is_the_exception_class(
@@ -473,15 +525,19 @@ def test_budget_attributes_follow_each_chart_when_charts_are_rebuilt(
 ) -> None:
     out = proc(receiver, tmp_path / "runs.db", "rebuilt")
     runs = out["runs"]
-    spans = receiver.wait_for(lambda spans: len(spans) == 7 * len(runs))
+    spans = receiver.wait_for(lambda spans: len(spans) == 6 * len(runs))
     left = {}
     for run_id in runs:
-        (last,) = [s for s in of_run(spans, out, run_id) if s.name == "transition work.act -> done"]
+        of = of_run(spans, out, run_id)
+        (last,) = [s for s in of if s.name == "transition work.act -> done"]
+        (agent,) = [s for s in of if s.name == "invoke_agent rebuilt"]
         left[run_id] = (
-            last.attributes["statechart.budget.root.steps.spent"],
-            last.attributes["statechart.budget.root.steps.left"],
+            last.attributes["statechart.budget.steps.left"],
+            last.attributes["statechart.budget.steps.level"],
+            agent.attributes["statechart.budget.steps.cap"],
+            agent.attributes["statechart.budget.steps.spent"],
         )
-    assert left == {run_id: (2, int(run_id[1:]) - 2) for run_id in runs}
+    assert left == {run_id: (int(run_id[1:]) - 2, "root", int(run_id[1:]), 2) for run_id in runs}
 
 
 # -- content capture -----------------------------------------------------------------------
@@ -502,13 +558,15 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
 ) -> None:
     out = proc(receiver, tmp_path / "runs.db", "content", *flags, env=env)
     assert out["runs"]["content"]["state"] == "done"
-    spans = received(receiver, 11)
+    spans = received(receiver, 8)
     (lookup,) = named(spans, "execute_tool lookup")
     a = lookup.attributes
     assert a[t.GEN_AI_TOOL_CALL_ID] == "l1"
     if how == "default":
         assert out["capture_content"] is False
         assert t.GEN_AI_TOOL_CALL_ARGUMENTS not in a and t.GEN_AI_TOOL_CALL_RESULT not in a
+        contents = (t.GEN_AI_INPUT_MESSAGES, t.GEN_AI_OUTPUT_MESSAGES, t.GEN_AI_SYSTEM_INSTRUCTIONS)
+        assert not [k for s in spans for k in s.attributes if k in contents]
         everything = [v for s in spans for v in s.attributes.values()] + [
             v for s in spans for e in s.events for v in e.attributes.values()
         ]
@@ -519,6 +577,26 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
             {"email": EMAIL}, separators=(",", ":")
         )
         assert a[t.GEN_AI_TOOL_CALL_RESULT] == f"account 42 for {EMAIL}"
+        # the chat spans: what was sent and received, in the GenAI message format
+        first, second = named(spans, "chat tiny-1")
+        asked = {"type": "tool_call", "id": "l1", "name": "lookup", "arguments": {"email": EMAIL}}
+        assert json.loads(first.attributes[t.GEN_AI_OUTPUT_MESSAGES]) == [
+            {"role": "assistant", "parts": [asked], "finish_reason": "tool_call"}
+        ]
+        (context, *transcript) = json.loads(second.attributes[t.GEN_AI_INPUT_MESSAGES])
+        assert context["role"] == "user"
+        assert context["parts"][0]["content"].startswith("Context: {")
+        assert transcript == [
+            {"role": "assistant", "parts": [asked]},
+            {
+                "role": "tool",
+                "parts": [
+                    {"type": "tool_call_response", "id": "l1", "response": f"account 42 for {EMAIL}"}
+                ],
+            },
+        ]
+        (instructions,) = json.loads(first.attributes[t.GEN_AI_SYSTEM_INSTRUCTIONS])
+        assert instructions["type"] == "text" and instructions["content"]
 
 
 @pytest.mark.parametrize("content", [False, True])
@@ -768,7 +846,11 @@ def test_the_transition_span_ends_when_storing_its_event_fails() -> None:
     assert out["error"] == "LeaseLostError"
     (agent,) = exported(out, "invoke_agent")
     assert agent["attributes"]["error.type"] == "LeaseLostError"
-    steps = {s["attributes"]["statechart.step"]: s for s in exported(out, "transition ")}
+    steps = {
+        s["attributes"]["statechart.step"]: s
+        for s in exported(out, "")
+        if "statechart.step" in s["attributes"]
+    }
     assert sorted(steps) == [1, 2], "the span of the transition that was not stored never ended"
     assert steps[2]["status"] == "ERROR"
 

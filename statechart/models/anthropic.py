@@ -80,7 +80,12 @@ class AnthropicModel(Priced):
             for b in response.content
             if b.type == "tool_use"
         )
-        reply = Reply(content=text, tool_calls=calls, model=response.model or self.model)
+        reply = Reply(
+            content=text,
+            tool_calls=calls,
+            model=response.model or self.model,
+            finish_reason=getattr(response, "stop_reason", None) or "",
+        )
         return self.charged(
             request, reply, getattr(response, "usage", None), ("input_tokens", "output_tokens")
         )

@@ -89,7 +89,10 @@ class OpenAIModel(Priced):
             for c in message.tool_calls or ()
         )
         reply = Reply(
-            content=message.content or "", tool_calls=calls, model=response.model or self.model
+            content=message.content or "",
+            tool_calls=calls,
+            model=response.model or self.model,
+            finish_reason=response.choices[0].finish_reason or "",
         )
         return self.charged(
             request, reply, getattr(response, "usage", None), ("prompt_tokens", "completion_tokens")

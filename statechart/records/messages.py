@@ -188,3 +188,6 @@ class Reply(BaseModel):
     """Tokens and cost of this call, charged to the run's budgets."""
     model: str = ""
     """The model that answered, as the provider names it."""
+    finish_reason: str = ""
+    """Why the model stopped, as the provider says it (`stop`, `tool_calls`, ...); "" when
+    it did not say."""

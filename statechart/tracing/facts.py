@@ -4,13 +4,12 @@ errors; message content only when capturing it is switched on."""
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
 
 from statechart.engine import CompiledChart, Level
-from statechart.records.run import Step
+from statechart.records.run import Run, Step
 from statechart.records.spent import spent_of
 from statechart.tracing.attributes import (
     ACTOR,
@@ -41,12 +40,19 @@ def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[s
         ACTOR: e.actor,
         STEP: e.seq,
     }
-    for level in compiled_chart.levels_of(e.source):
-        spent = run.ledger.get(level.path)
-        for kind, cap, spent_key, left_key in _budget_keys(level):
-            used = spent_of(spent, kind) if spent is not None else 0
-            attributes[spent_key] = used
-            attributes[left_key] = max(cap - used, 0)
+    ledger = run.ledger
+    least: dict[str, tuple[int, str]] = {}
+    for level in compiled_chart.levels_of(e.source):  # outermost first: it wins a tie
+        spent = ledger.get(level.path)
+        for kind, cap in level.all:
+            left = cap - spent_of(spent, kind) if spent is not None else cap
+            known = least.get(kind)
+            if known is None or left < known[0]:
+                least[kind] = (left if left > 0 else 0, level.path)
+    for kind, (left, path) in least.items():
+        left_key, level_key = _binding_keys(kind)
+        attributes[left_key] = left
+        attributes[level_key] = path
     if e.refused:
         attributes[GUARD_REFUSED] = e.refused
     if e.exhausted:
@@ -63,21 +69,28 @@ def _failed_step(record: Step) -> bool:
     return bool(e.error) and not (e.actor == "code" and e.call is not None)
 
 
-_KEYS: weakref.WeakKeyDictionary[Level, list[tuple[str, int, str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
+_KEYS: dict[str, tuple[str, str]] = {}
 
 
-def _budget_keys(level: Level) -> list[tuple[str, int, str, str]]:
-    """(kind, cap, spent attribute, left attribute) of each cap of a budget level."""
-    found = _KEYS.get(level)
+def _binding_keys(kind: str) -> tuple[str, str]:
+    """The `statechart.budget.<kind>.left` and `.level` attribute names of a budget kind."""
+    found = _KEYS.get(kind)
     if found is None:
-        name = level.path
-        found = _KEYS[level] = [
-            (kind, cap, f"{BUDGET}.{name}.{kind}.spent", f"{BUDGET}.{name}.{kind}.left")
-            for kind, cap in level.caps.items()
-        ]
+        found = _KEYS[kind] = (f"{BUDGET}.{kind}.left", f"{BUDGET}.{kind}.level")
     return found
+
+
+def level_attributes(level: Level, run: Run) -> dict[str, Any]:
+    """One budget level's figures, for the span of the state (or drive) it belongs to:
+    `statechart.budget.<kind>.cap`, `.spent` and `.left` for each of its caps."""
+    spent = run.ledger.get(level.path)
+    out: dict[str, Any] = {}
+    for kind, cap in level.all:
+        used = spent_of(spent, kind) if spent is not None else 0
+        out[f"{BUDGET}.{kind}.cap"] = cap
+        out[f"{BUDGET}.{kind}.spent"] = used
+        out[f"{BUDGET}.{kind}.left"] = max(cap - used, 0)
+    return out
 
 
 def annotate(span: Span, record: Step) -> None:

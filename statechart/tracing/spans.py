@@ -8,6 +8,7 @@ sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import Token
@@ -18,27 +19,33 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
 
+from statechart.chart.names import ROOT
 from statechart.chart.tools import canonical_json
 from statechart.engine import CallModel, CompiledChart, Effect, Reconciled, RunTool
 from statechart.errors import ConflictError
-from statechart.records.messages import Reply
+from statechart.records.messages import Reply, Request
 from statechart.records.run import Run, Step
-from statechart.tracing import facts
+from statechart.tracing import content, facts
 from statechart.tracing.attributes import (
     GEN_AI_AGENT_ID,
     GEN_AI_AGENT_NAME,
+    GEN_AI_CONVERSATION_ID,
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROVIDER_NAME,
     GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_MODEL,
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_ID,
     GEN_AI_TOOL_CALL_RESULT,
     GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     INPUT,
+    MODEL,
     RUN_ID,
+    SCHEMA_URL,
     STATE,
 )
 
@@ -48,7 +55,8 @@ _TRACER = "statechart"
 
 
 def tracer() -> trace.Tracer:
-    return trace.get_tracer(_TRACER)
+    """The package's tracer, stamped with the semantic conventions version it follows."""
+    return trace.get_tracer(_TRACER, schema_url=SCHEMA_URL)
 
 
 def run_trace_context(chart_name: str, run_id: str) -> tuple[dict[str, str], Span | None]:
@@ -71,6 +79,15 @@ def run_trace_context(chart_name: str, run_id: str) -> tuple[dict[str, str], Spa
         return {}, span
     flags = int(current.trace_flags)
     return ({"traceparent": f"00-{current.trace_id:032x}-{current.span_id:016x}-{flags:02x}"}, span)
+
+
+def provider_and_model(spec: str) -> tuple[str, str]:
+    """`gen_ai.provider.name` and `gen_ai.request.model` of a model spec: `openai:gpt-4o`
+    is (`openai`, `gpt-4o`); a spec with no provider names both."""
+    provider, colon, name = spec.partition(":")
+    if not colon:
+        return spec, spec
+    return provider or spec, name or spec
 
 
 def _parent(run: Run) -> Context | None:
@@ -98,14 +115,13 @@ class RunTrace:
         self.compiled_chart = compiled_chart
         self.model = model
         self.tracer = tracer()
-        provider, colon, name = model.partition(":")
-        if not colon:
-            provider, name = model, model
-        self.chat_name = f"chat {name or model}"
+        provider, name = provider_and_model(model)
+        self.chat_name = f"chat {name}"
         self.chat_attributes = {
             GEN_AI_OPERATION_NAME: "chat",
-            GEN_AI_REQUEST_MODEL: name or model,
-            GEN_AI_PROVIDER_NAME: provider or model,
+            GEN_AI_REQUEST_MODEL: name,
+            GEN_AI_PROVIDER_NAME: provider,
+            GEN_AI_CONVERSATION_ID: run.run_id,
         }
         links = []
         parent = _parent(run)
@@ -136,52 +152,59 @@ class RunTrace:
                 GEN_AI_OPERATION_NAME: "invoke_agent",
                 GEN_AI_AGENT_NAME: compiled_chart.chart.name,
                 GEN_AI_AGENT_ID: run.run_id,
+                GEN_AI_CONVERSATION_ID: run.run_id,
+                GEN_AI_PROVIDER_NAME: provider,
+                GEN_AI_REQUEST_MODEL: name,
+                MODEL: model,
                 RUN_ID: run.run_id,
                 STATE: run.state,
-                GEN_AI_REQUEST_MODEL: model,
             },
         )
         self.on = self.root.is_recording()
         self.states: dict[str, Span] = {}
         self._token: Token[Context] | None = None
-        self._effect: Span | None = None
-        self._transition: Span | None = None
-
-    # -- state visits -------------------------------------------------------------------
+        self._span: Span | None = None
+        """The open span of the transition under way (one per transition)."""
+        self._began = 0
+        """When the transition under way started (ns since the epoch), 0 between them."""
 
     # -- the driver's hooks (runtime.hooks.StepHooks) -------------------------------------
 
     def before_step(self, *, run: Run) -> None:
-        """Open a span for every user state active at `run.state` that has none."""
+        """Open a span for every user state active at `run.state` that has none; the
+        transition's span will start now."""
         self.enter(run)
+        self._began = time.time_ns()
 
     def effect_started(self, *, run: Run, effect: Effect) -> None:
-        """Open the effect's span: `chat {model}`, `execute_tool {tool}`, or for a handler
-        (or a decision) none, with the state's span made current."""
+        """Open the transition's span as its effect's: `chat {model}` or
+        `execute_tool {tool}`; for a handler (or a decision) none yet, with the state's
+        span made current."""
         if isinstance(effect, CallModel):
-            self._effect = self.effect_start(run)
+            self._span = self.effect_start(run, request=effect.request)
         elif isinstance(effect, RunTool):
-            self._effect = self.effect_start(
-                run, effect.tool.name, effect.call.id, effect.arguments
-            )
+            self._span = self.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
         else:
-            self._effect = self.effect_start(run, handler=True)
+            self.effect_start(run, handler=True)
 
     def effect_ended(self, *, outcome: Any) -> None:
-        """End the effect's span with its outcome."""
-        span, self._effect = self._effect, None
-        self.effect_end(span, outcome)
+        """Put what came back on the span; a step cut off (cancelled) ends it here."""
+        self.effect_end(self._span, outcome)
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            self._span = None
 
     def after_step(self, *, before: Run, record: Step, started_ns: int) -> Step:
-        """Open the transition's span; the record to store carries its span id."""
-        span = self._transition = self.transition(before, record, started_ns)
+        """Describe the transition on its span (opened now when it had no effect); the
+        record to store carries the span's id."""
+        span = self._span = self.transition(before, record, self._began or started_ns, self._span)
+        self._began = 0
         if span is None:
             return record
         return record.with_span(format(span.get_span_context().span_id, "016x"))
 
     def step_stored(self, *, record: Step, error: BaseException | None = None) -> None:
         """End the transition's span (as an error when the store refused the record)."""
-        span, self._transition = self._transition, None
+        span, self._span = self._span, None
         self.transition_end(span, record, stored=error is None, error=error)
 
     # -- state visits -------------------------------------------------------------------
@@ -227,41 +250,49 @@ class RunTrace:
         call_id: str = "",
         arguments: Any = None,
         *,
+        request: Request | None = None,
         handler: bool = False,
     ) -> Span | None:
-        """A `chat {model}` span (no `tool`) or an `execute_tool {tool}` span, made current
-        so spans of instrumented clients inside the call nest under it; for a code state's
-        `handler`, no span of its own: the state's span is made current."""
+        """The transition's span as a `chat {model}` span (no `tool`) or an
+        `execute_tool {tool}` span, made current so spans of instrumented clients inside
+        the call nest under it; for a code state's `handler`, no span yet: the state's
+        span is made current."""
         if not self.on:
             return None
         parent = trace.set_span_in_context(self._innermost(run.state))
         if handler:
             self._token = context_api.attach(parent)
             return None
+        began = self._began or None
         if tool is None:
+            attributes = self.chat_attributes
+            if facts.capture_content and request is not None:
+                attributes = {**attributes, **content.request_attributes(request)}
             span = self.tracer.start_span(
                 self.chat_name,
                 context=parent,
                 kind=trace.SpanKind.CLIENT,
-                attributes=self.chat_attributes,
+                attributes=attributes,
+                start_time=began,
             )
         else:
-            attributes: dict[str, Any] = {
+            attributes = {
                 GEN_AI_OPERATION_NAME: "execute_tool",
                 GEN_AI_TOOL_NAME: tool,
                 GEN_AI_TOOL_CALL_ID: call_id,
+                GEN_AI_TOOL_TYPE: "function",
             }
             if facts.capture_content:
-                attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = canonical_json(arguments)
+                attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = content.clipped(canonical_json(arguments))
             span = self.tracer.start_span(
-                f"execute_tool {tool}", context=parent, attributes=attributes
+                f"execute_tool {tool}", context=parent, attributes=attributes, start_time=began
             )
         self._token = context_api.attach(trace.set_span_in_context(span))
         return span
 
     def effect_end(self, span: Span | None, outcome: Any) -> None:
-        """End the effect span with what came back: usage, an error (a cancellation too),
-        or the result."""
+        """Put what came back on the effect's span: usage, an error, or the result; a
+        cancellation ends the span (its transition will not be made)."""
         if self._token is not None:
             context_api.detach(self._token)
             self._token = None
@@ -270,37 +301,46 @@ class RunTrace:
         if isinstance(outcome, Reconciled):
             outcome = outcome.failed if outcome.failed is not None else outcome.value
         if isinstance(outcome, Reply):
-            span.set_attributes(
-                {
-                    GEN_AI_RESPONSE_MODEL: outcome.model
-                    or self.chat_attributes[GEN_AI_REQUEST_MODEL],
-                    GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
-                    GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens,
-                }
-            )
+            attributes: dict[str, Any] = {
+                GEN_AI_RESPONSE_MODEL: outcome.model or self.chat_attributes[GEN_AI_REQUEST_MODEL],
+                GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
+                GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens,
+                GEN_AI_RESPONSE_FINISH_REASONS: (content.finish_reason(outcome),),
+            }
+            if facts.capture_content:
+                attributes.update(content.reply_attributes(outcome))
+            span.set_attributes(attributes)
         elif isinstance(outcome, BaseException):
             facts.failed(span, outcome)
+            if not isinstance(outcome, Exception):  # cut off: no transition follows
+                span.end()
         elif facts.capture_content and outcome is not None:
             span.set_attribute(
                 GEN_AI_TOOL_CALL_RESULT,
-                outcome if isinstance(outcome, str) else canonical_json(outcome),
+                content.clipped(outcome if isinstance(outcome, str) else canonical_json(outcome)),
             )
-        span.end()
 
     # -- transitions ----------------------------------------------------------------------
 
-    def transition(self, before: Run, record: Step, start_ns: int) -> Span | None:
-        """The span of a transition that started at `start_ns`, described from its event;
-        it stays open until the event is stored (`transition_end`)."""
+    def transition(
+        self, before: Run, record: Step, start_ns: int, span: Span | None = None
+    ) -> Span | None:
+        """Describe a transition that started at `start_ns` on `span` (its effect's), or on
+        a `transition {source} -> {target}` span opened now when it had no effect; the span
+        stays open until the event is stored (`transition_end`)."""
         if not self.on:
             return None
-        e = record.event
-        span = self.tracer.start_span(
-            f"transition {e.source} -> {e.target}",
-            start_time=start_ns,
-            context=trace.set_span_in_context(self._innermost(before.state)),
-            attributes=facts.transition_attributes(self.compiled_chart, record),
-        )
+        attributes = facts.transition_attributes(self.compiled_chart, record)
+        if span is None:
+            e = record.event
+            span = self.tracer.start_span(
+                f"transition {e.source} -> {e.target}",
+                start_time=start_ns,
+                context=trace.set_span_in_context(self._innermost(before.state)),
+                attributes=attributes,
+            )
+        else:
+            span.set_attributes(attributes)
         facts.annotate(span, record)
         return span
 
@@ -312,8 +352,8 @@ class RunTrace:
         stored: bool = True,
         error: BaseException | None = None,
     ) -> None:
-        """End the transition span; close the spans of the states it exited. A transition
-        that was not stored ends as an error."""
+        """End the transition span; close the spans of the states it exited, each with its
+        own budget level's figures. A transition that was not stored ends as an error."""
         if span is None:
             return
         if not stored:
@@ -323,17 +363,27 @@ class RunTrace:
             for path in record.event.exited:
                 state_span = self.states.pop(path, None)
                 if state_span is not None:
-                    state_span.end()
+                    self._end_state(state_span, path, record.run)
+
+    def _end_state(self, span: Span, path: str, run: Run | None) -> None:
+        level = self.compiled_chart.levels.get(path)
+        if level is not None and run is not None:
+            span.set_attributes(facts.level_attributes(level, run))
+        span.end()
 
     def close(self, run: Run | None, error: BaseException | None = None) -> None:
         """End every open span (innermost first) and the agent span."""
         if not self.on:
             self.root.end()
             return
+        if self._span is not None:  # a transition made but never stored or refused
+            self._span.end()
+            self._span = None
         for path in sorted(self.states, key=len, reverse=True):
-            self.states.pop(path).end()
+            self._end_state(self.states.pop(path), path, run)
         if run is not None:
             self.root.set_attributes({STATE: run.state, "statechart.status": run.status})
+            self.root.set_attributes(facts.level_attributes(self.compiled_chart.levels[ROOT], run))
         if error is not None:
             facts.failed(self.root, error)
         self.root.end()
