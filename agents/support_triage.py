@@ -242,9 +242,7 @@ register("demo:support_triage", demo_model)
 
 
 async def main(db: str = "statechart.db") -> None:
-    provider = None
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):  # see docs/tracing-jaeger.md
-        provider = tracing.configure(os.environ.get("OTEL_SERVICE_NAME", "support-triage"))
+    provider = tracing.configure_from_environment("support-triage")  # docs/tracing-jaeger.md
     store = SQLiteStore(db)
     run = await start(chart, store=store, model=demo_model(), context={"ticket_id": "T-1001"})
     run = await run_to_end(chart, run, store=store, model=demo_model())

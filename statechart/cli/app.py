@@ -18,6 +18,7 @@ import anyio
 import typer
 from pydantic import ValidationError
 
+from statechart import tracing
 from statechart.chart.chart import Chart
 from statechart.cli.exits import COMMAND_ERROR, error
 from statechart.errors import LoadError, ModelError, StatechartError
@@ -61,7 +62,13 @@ def main(
         ),
     ] = None,
 ) -> None:
-    """Run `statechart COMMAND --help` for each command's options and an example."""
+    """Run `statechart COMMAND --help` for each command's options and an example.
+
+    Tracing needs no code: with OTEL_EXPORTER_OTLP_ENDPOINT set (e.g.
+    http://localhost:4318, Jaeger's OTLP/HTTP port) every command that records a
+    transition (run, resume, approve, reject, cancel, fork) exports its spans, and a
+    run's spans from every process form one trace. See docs/tracing-jaeger.md.
+    """
     _DEBUG["on"] = debug
     if base_url is not None:
         os.environ["OPENAI_BASE_URL"] = base_url
@@ -79,10 +86,15 @@ def _interrupt(signum: int, frame: object) -> None:
     typer.echo("stopping after this step (Ctrl-C again to interrupt now)", err=True)
 
 
-def _run(fn: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
+def _run(fn: Callable[[], Awaitable[T]], *, traced: bool = False) -> T:
+    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1. A
+    `traced` command (one that records or drives a transition) sets up tracing from the
+    `OTEL_*` variables first and flushes its spans before it returns, however it ends."""
     previous = signal.signal(signal.SIGINT, _interrupt)
+    provider = None
     try:
+        if traced:
+            provider = tracing.configure_from_environment()
         result = anyio.run(fn)
         if _STOP["asked"]:
             raise KeyboardInterrupt
@@ -99,6 +111,8 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
         raise typer.Exit(COMMAND_ERROR) from None
     finally:
         signal.signal(signal.SIGINT, previous)
+        if provider is not None:
+            provider.shutdown()  # flushes the batch: every span of this process is sent
 
 
 def _explained(exc: BaseException) -> str:

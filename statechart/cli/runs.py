@@ -124,6 +124,11 @@ def run(
     """Start a run and drive it until it ends or waits for a human.
 
     Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
+
+    Tracing: set OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 (Jaeger, Phoenix or
+    any OpenTelemetry collector) and optionally OTEL_SERVICE_NAME; the run, its approval
+    and its resume are then one trace, from any process. OTEL_TRACES_EXPORTER=console
+    prints spans; OTEL_SDK_DISABLED=true turns it all off.
     """
 
     async def go() -> int:
@@ -143,7 +148,7 @@ def run(
         store.close()
         return code
 
-    raise typer.Exit(_run(go))
+    raise typer.Exit(_run(go, traced=True))
 
 
 @app.command()
@@ -236,7 +241,7 @@ def resume(
         store.close()
         return code
 
-    raise typer.Exit(_run(go))
+    raise typer.Exit(_run(go, traced=True))
 
 
 @app.command()
@@ -271,7 +276,7 @@ def approve(
         store.close()
         return code
 
-    raise typer.Exit(_run(go))
+    raise typer.Exit(_run(go, traced=True))
 
 
 @app.command()
@@ -294,7 +299,7 @@ def reject(
         )
         store.close()
 
-    _run(go)
+    _run(go, traced=True)
 
 
 @app.command()
@@ -314,7 +319,7 @@ def cancel(
         typer.echo(f"run {run_id} cancelled")
         store.close()
 
-    _run(go)
+    _run(go, traced=True)
 
 
 @app.command()
@@ -337,7 +342,7 @@ def fork(
         )
         store.close()
 
-    _run(go)
+    _run(go, traced=True)
 
 
 @app.command()
