@@ -156,11 +156,13 @@ def tool(name: str, call_id: str, step: int) -> Any:
     return (f"execute_tool {name}", op, [])
 
 
+AGENT = ("INTERNAL", "invoke_agent", "workflow", "r1", "acme", "tiny-1", "acme:tiny-1")
+
+
 def agent(state_at: str, status: str, *children: Any) -> Any:
     return (
         "invoke_agent workflow",
-        ("INTERNAL", "invoke_agent", "workflow", "r1", "acme", "tiny-1", "acme:tiny-1")
-        + (state_at, status),
+        (*AGENT, state_at, status),
         list(children),
     )
 
@@ -591,7 +593,11 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
             {
                 "role": "tool",
                 "parts": [
-                    {"type": "tool_call_response", "id": "l1", "response": f"account 42 for {EMAIL}"}
+                    {
+                        "type": "tool_call_response",
+                        "id": "l1",
+                        "response": f"account 42 for {EMAIL}",
+                    }
                 ],
             },
         ]
