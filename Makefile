@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-durable bench-all bench-mining bench-instructions bench-event-table clean
+.PHONY: demo test lint bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,9 @@ bench-mining: $(BIN)/python   # about ten seconds; writes benchmarks/results/min
 
 bench-instructions: $(BIN)/python   # about 6 minutes, needs valgrind; instructions per transition
 	$(BIN)/python benchmarks/instructions.py --out benchmarks/results/instructions.json
+
+bench-tracing: $(BIN)/python   # about ten minutes; writes benchmarks/results/tracing.json
+	$(BIN)/python benchmarks/tracing.py
 
 bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
 	$(BIN)/python benchmarks/event_table.py

@@ -4,7 +4,9 @@ A standalone script (never collected as a test). The workload is benchmarks/over
 one model state calling a cheap tool over and over, then `next_state` to a terminal,
 driven by `run_to_end` on the memory store with a `FunctionModel`. Configurations:
 
-- ``off``: no tracer provider installed (the OpenTelemetry API's no-op spans);
+- ``off``: no tracer provider installed (the OpenTelemetry API's no-op spans), its
+  rounds paired with rounds of the same process in which the driver's `RunTrace` is
+  replaced by a stub (the build without tracing code: each drive skips it entirely);
 - ``sdk_none``: `statechart.tracing.configure(exporter="none")`: the SDK records every
   span, with no span processor;
 - ``sdk_batch_noop``: an SDK `TracerProvider` with a `BatchSpanProcessor` around an
@@ -17,7 +19,10 @@ OpenTelemetry's global tracer provider can be set once per process, so each meas
 is a child process (`--child CONFIG`) printing JSON; the configurations take turns in
 every repeat (in rotated order). Figures: µs per transition, the median over repeats of
 each child's median over its rounds, the spread (min to max) over the repeats, and the
-µs added per transition against ``off`` in the same repeat.
+µs added per transition against ``off`` in the same repeat. The bare SDK's own cost is
+measured in the SDK children: per transition, one span with as many attributes as the
+spans statechart made there (counted from what the exporter was handed), made current
+and ended, with no statechart code.
 
     python benchmarks/tracing.py                  # markdown table; JSON to --out
     python benchmarks/tracing.py --profile        # also cProfile sdk_batch_noop to stderr
@@ -52,6 +57,10 @@ DEFAULT_OUT = HERE / "results" / "tracing.json"
 CONFIGS = ("off", "sdk_none", "sdk_batch_noop", "otlp")
 TARGET_ADDED_US = 25.0
 """Target: µs added per transition with the SDK configured (sdk_batch_noop)."""
+TARGET_FLOOR_RATIO = 1.3
+"""Target: that added cost at most this many times the bare SDK's one span."""
+TARGET_OFF_RATIO = 1.03
+"""Target: tracing off at most 3% slower than the build without tracing code."""
 
 
 # -- the child: one configuration, several rounds ----------------------------------------
@@ -76,12 +85,20 @@ def install(config: str) -> tuple[Any, Any]:
     )
 
     class Null(SpanExporter):
-        """Counts what it is handed and sends nothing."""
+        """Counts what it is handed (and each transition span's attributes by its
+        operation) and sends nothing."""
 
-        spans = 0
+        def __init__(self) -> None:
+            self.spans = 0
+            self.attributes: dict[str, list[int]] = {}
 
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             self.spans += len(spans)
+            for span in spans:
+                a = span.attributes or {}
+                if "statechart.step" in a:
+                    op = str(a.get("gen_ai.operation.name", "transition"))
+                    self.attributes.setdefault(op, []).append(len(a))
             return SpanExportResult.SUCCESS
 
     null = Null()
@@ -103,82 +120,93 @@ async def child_rounds(steps: int, rounds: int) -> tuple[list[float], int]:
     return out, n
 
 
+class _NoTrace:
+    """What the driver builds instead of a `RunTrace` in the build without tracing code."""
+
+    on = False
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def close(self, *args: Any) -> None:
+        pass
+
+
+async def paired_rounds(steps: int, rounds: int) -> tuple[list[float], list[float], int]:
+    """Rounds of tracing off and of the driver with no tracing code, alternated in this
+    process (µs per transition each), after a warm-up of both."""
+    from statechart.runtime import driver
+
+    chart = make_chart(steps)
+    real = driver.tracing.RunTrace
+    off: list[float] = []
+    stub: list[float] = []
+    n = 0
+    for i in range(2 * rounds + 2):
+        plain = i % 2 == 1
+        driver.tracing.RunTrace = _NoTrace if plain else real  # type: ignore[misc]
+        try:
+            secs, n, _ = await driven_once(chart, steps)
+        finally:
+            driver.tracing.RunTrace = real  # type: ignore[misc]
+        if i >= 2:
+            (stub if plain else off).append(secs / n * 1e6)
+    return off, stub, n
+
+
 def child(config: str, steps: int, rounds: int, profile: bool) -> dict[str, Any]:
     provider, null = install(config)
     found: dict[str, Any] = {"config": config, "pid": os.getpid()}
     if profile:
         found["profile"] = profiled(steps)
-    us, n = anyio.run(child_rounds, steps, rounds)
-    found.update(us_per_transition=us, transitions=n, runs=rounds + 1 + (1 if profile else 0))
+    if config == "off":
+        us, stub, n = anyio.run(paired_rounds, steps, rounds)
+        found["no_tracing_code_us"] = stub
+        runs = 2 * rounds + 2
+    else:
+        us, n = anyio.run(child_rounds, steps, rounds)
+        runs = rounds + 1
+    found.update(us_per_transition=us, transitions=n, runs=runs + (1 if profile else 0))
     if null is not None:
         provider.force_flush()
         found["spans_exported"] = null.spans
+        found["attributes"] = {k: statistics.median(v) for k, v in null.attributes.items()}
     if config in ("sdk_none", "sdk_batch_noop"):
-        sdk_floor(200)  # warm-up
-        found["sdk_floor_us"] = [sdk_floor(steps) for _ in range(rounds)]
+        counts = {"chat": 16, "execute_tool": 12}  # sdk_none has no exporter to count them
+        if null is not None:
+            counts = {k: int(v) for k, v in found["attributes"].items() if k in counts}
+        sdk_floor(200, counts)  # warm-up
+        found["sdk_floor_us"] = [sdk_floor(steps, counts) for _ in range(rounds)]
+        found["sdk_floor_attributes"] = counts
     if provider is not None:
         provider.shutdown()  # flushes (outside the timed rounds)
     return found
 
 
-def sdk_floor(n: int) -> float:
-    """µs per transition for the bare SDK work of the spans a transition makes here: a
-    transition span with 7 attributes, and a chat span (3 attributes, 3 more at its end)
-    or a tool span (3 attributes), made current while it runs; no statechart code."""
+def sdk_floor(n: int, attributes: dict[str, int]) -> float:
+    """µs per transition for the bare SDK work of one span per transition, as statechart
+    makes them here: a `chat` span (CLIENT) or an `execute_tool` span, taking turns, each
+    made current while its call would run, with `attributes[op]` attributes (4 given at
+    the start, the rest set before it ends), then ended; no statechart code."""
     from opentelemetry import context, trace
 
     tracer = trace.get_tracer("floor")
     root = tracer.start_span("invoke_agent floor")
     parent = trace.set_span_in_context(root)
+    chat, tool = attributes["chat"], attributes["execute_tool"]
     gc.collect()
     t0 = time.perf_counter()
     for i in range(n):
-        if i % 2:
-            effect = tracer.start_span(
-                "execute_tool lookup",
-                context=parent,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": "lookup",
-                    "gen_ai.tool.call.id": f"c{i}",
-                },
-            )
-        else:
-            effect = tracer.start_span(
-                "chat function",
-                context=parent,
-                kind=trace.SpanKind.CLIENT,
-                attributes={
-                    "gen_ai.operation.name": "chat",
-                    "gen_ai.request.model": "function",
-                    "gen_ai.provider.name": "function",
-                },
-            )
-        token = context.attach(trace.set_span_in_context(effect))
-        context.detach(token)
-        if not i % 2:
-            effect.set_attributes(
-                {
-                    "gen_ai.response.model": "function",
-                    "gen_ai.usage.input_tokens": 0,
-                    "gen_ai.usage.output_tokens": 0,
-                }
-            )
-        effect.end()
+        op, count = ("execute_tool", tool) if i % 2 else ("chat", chat)
         span = tracer.start_span(
-            "transition work.think -> work.act",
+            f"{op} lookup",
             context=parent,
-            start_time=time.time_ns(),
-            attributes={
-                "statechart.source": "work.think",
-                "statechart.target": "work.act",
-                "statechart.trigger": "propose",
-                "statechart.actor": "model",
-                "statechart.step": i,
-                "statechart.budget.root.steps.spent": i,
-                "statechart.budget.root.steps.left": n - i,
-            },
+            kind=trace.SpanKind.INTERNAL if i % 2 else trace.SpanKind.CLIENT,
+            attributes={"gen_ai.operation.name": op, "a1": i, "a2": "x", "a3": "y"},
         )
+        token = context.attach(trace.set_span_in_context(span))
+        context.detach(token)
+        span.set_attributes({f"b{k}": k for k in range(count - 4)})
         span.end()
     elapsed = time.perf_counter() - t0
     root.end()
@@ -199,11 +227,11 @@ def profiled(steps: int) -> dict[str, Any]:
     print(text.getvalue(), file=sys.stderr)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total: float = stats.total_tt  # type: ignore[attr-defined]
-    mine = os.path.join("statechart", "tracing.py")
+    mine = os.path.join("statechart", "tracing", "")
     tracing: dict[str, Any] = {}
     own = sdk = 0.0
     for (path, line, name), (_, _, tottime, cumtime, _) in raw.items():
-        if path.endswith(mine):
+        if mine in path:
             own += tottime
             tracing[f"{name}:{line}"] = {
                 "self_pct": pct(tottime, total),
@@ -327,6 +355,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     rounds: dict[str, list[list[float]]] = {c: [] for c in CONFIGS}
     received: list[int] = []
     exported: list[int] = []
+    off_ratio: list[float] = []
+    attributes: dict[str, float] = {}
     runs = transitions = 0
     profile: dict[str, Any] | None = None
     with Receiver() as rx:
@@ -341,6 +371,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     received.append(len(spans))
                 if config == "sdk_batch_noop":
                     exported.append(found["spans_exported"])
+                    attributes = found["attributes"]
+                if config == "off":  # paired rounds: off over no tracing code, per pair
+                    pairs = zip(
+                        found["us_per_transition"], found["no_tracing_code_us"], strict=True
+                    )
+                    off_ratio.append(statistics.median(o / s for o, s in pairs))
                 per[config].append(statistics.median(found["us_per_transition"]))
                 if config in floor:
                     floor[config].append(statistics.median(found["sdk_floor_us"]))
@@ -356,6 +392,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         errors = list(rx.errors)
     added = {c: [x - o for x, o in zip(per[c], per["off"], strict=True)] for c in CONFIGS[1:]}
     sdk_added = statistics.median(added["sdk_batch_noop"])
+    floor_ratio = [
+        a / f for a, f in zip(added["sdk_batch_noop"], floor["sdk_batch_noop"], strict=True)
+    ]
+    ratio_to_floor = statistics.median(floor_ratio)
+    off_over_none = statistics.median(off_ratio)
     return {
         "benchmark": "statechart tracing cost per transition (model-state tool loop, "
         "memory store, FunctionModel)",
@@ -367,7 +408,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "opentelemetry_exporter_otlp_proto_http": version(
                 "opentelemetry-exporter-otlp-proto-http"
             ),
-            "statechart": version("statechart"),
+            "statechart": version("statechart-agents"),
             "loadavg_1m": [r(load_before), r(os.getloadavg()[0])],
         },
         "note": "each figure from its own child process, configurations interleaved; "
@@ -385,6 +426,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "above_sdk_floor_us": {
             c: summary([a - f for a, f in zip(added[c], floor[c], strict=True)]) for c in floor
         },
+        "added_over_sdk_floor": summary(floor_ratio),
+        "off_over_no_tracing_code": summary(off_ratio),
+        "transition_span_attributes": attributes,
         "spans": {
             "per_run": r(exported[0] / runs, 1) if exported else None,
             "per_transition": r(exported[0] / runs / transitions, 2) if exported else None,
@@ -393,7 +437,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "receiver_errors": errors,
         },
         "rounds_us": rounds,
-        "targets": {"sdk_added_us": TARGET_ADDED_US, "sdk_added_met": sdk_added <= TARGET_ADDED_US},
+        "targets": {
+            "sdk_added_us": TARGET_ADDED_US,
+            "sdk_added_met": sdk_added <= TARGET_ADDED_US,
+            "added_over_floor": TARGET_FLOOR_RATIO,
+            "added_over_floor_met": ratio_to_floor <= TARGET_FLOOR_RATIO,
+            "off_over_no_tracing_code": TARGET_OFF_RATIO,
+            "off_over_no_tracing_code_met": off_over_none <= TARGET_OFF_RATIO,
+        },
         **({"profile_sdk_batch_noop": profile} if profile is not None else {}),
     }
 
@@ -444,8 +495,15 @@ def markdown(res: dict[str, Any]) -> str:
         f"spans per transition: {spans['per_transition']}; OTLP spans received per "
         f"child: {spans['otlp_received_per_child']} (expected "
         f"{spans['otlp_expected_per_child']})",
+        f"span attributes per transition span: {res['transition_span_attributes']}",
         f"target: sdk_batch_noop adds ≤ {t['sdk_added_us']} µs per transition: "
         + ("met" if t["sdk_added_met"] else "MISSED"),
+        f"target: that is ≤ {t['added_over_floor']}x the bare SDK's one span: "
+        f"{fmt(res['added_over_sdk_floor'])}x "
+        + ("met" if t["added_over_floor_met"] else "MISSED"),
+        f"target: tracing off ≤ {t['off_over_no_tracing_code']}x the build without tracing "
+        f"code (paired rounds): {res['off_over_no_tracing_code']['median']:.3f}x "
+        + ("met" if t["off_over_no_tracing_code_met"] else "MISSED"),
     ]
     return "\n".join(lines)
 

@@ -59,6 +59,22 @@ def fields_set(names: Any) -> set[str]:
     return found
 
 
+_WIDENED: dict[tuple[int, frozenset[str]], tuple[set[str], set[str]]] = {}
+
+
+def _widened(given: set[str], names: Any) -> set[str]:
+    """`fields_set(given | names)`, remembered per shared `given` set (kept alive with its
+    entry, so its id is not reused) for the few name sets the runtime adds."""
+    key = (id(given), frozenset(names))
+    found = _WIDENED.get(key)
+    if found is not None and found[0] is given:
+        return found[1]
+    wider = fields_set(given | names)
+    if len(_WIDENED) < 4096:
+        _WIDENED[key] = (given, wider)
+    return wider
+
+
 def evolve(model: M, update: dict[str, Any]) -> M:
     """A copy of a frozen record with `update` applied, unvalidated (the hot-path `model_copy`).
 
@@ -70,7 +86,7 @@ def evolve(model: M, update: dict[str, Any]) -> M:
     _set(new, "__dict__", fields)
     given = model.__pydantic_fields_set__
     if not update.keys() <= given:
-        given = fields_set(given | update.keys())
+        given = _widened(given, update.keys())
     _set(new, "__pydantic_fields_set__", given)
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)

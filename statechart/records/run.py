@@ -7,12 +7,12 @@ live in the store's own append-only tables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from statechart.records.build import evolve
+from statechart.records.build import assemble, evolve
 from statechart.records.messages import Message, ToolCall
 from statechart.records.spent import Spent
 
@@ -327,7 +327,9 @@ class Step:
 
     def with_span(self, span: str) -> Step:
         """The same step with the id (hex) of its transition's span written into its event."""
-        return replace(self, event=evolve(self.event, {"span": span}))
+        fields = self.__dict__.copy()
+        fields["event"] = evolve(self.event, {"span": span})
+        return assemble(Step, fields)
 
     @property
     def refused(self) -> str | None:

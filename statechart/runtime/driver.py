@@ -270,10 +270,13 @@ class _Drive:
             if run.seq and run.trace
             else []
         )
-        self.trace = tracing.RunTrace(
+        traced = tracing.RunTrace(
             self.compiled_chart, run, self.model.spec, last[0].span if last else None
         )
-        self.hooks = self.trace if self.trace.on else None
+        if traced.on:
+            self.trace = self.hooks = traced
+        else:  # nothing records: its (no-op) span ends now, and the drive keeps nothing
+            traced.close(None)
         compiled_chart, now = self.compiled_chart, self.clock
         openers: list[Callable[[Run], Step | None]] = [
             lambda r: migrated,

@@ -30,8 +30,9 @@ capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
 
 
 def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[str, Any]:
-    """The `statechart.*` facts of a transition, budgets spent and left included."""
-    e, run = record.event, record.run
+    """The `statechart.*` facts of a transition, and per budget kind what binds: the least
+    left over the levels around its source, and that level."""
+    e = record.event
     attributes: dict[str, Any] = {
         RUN_ID: e.run_id,
         SOURCE: e.source,
@@ -40,25 +41,35 @@ def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[s
         ACTOR: e.actor,
         STEP: e.seq,
     }
-    ledger = run.ledger
-    least: dict[str, tuple[int, str]] = {}
-    for level in compiled_chart.levels_of(e.source):  # outermost first: it wins a tie
+    ledger = record.run.ledger
+    levels = compiled_chart.levels_of(e.source)
+    if len(levels) == 1:  # the chart's own budget only: nothing to compare
+        level = levels[0]
         spent = ledger.get(level.path)
         for kind, cap in level.all:
             left = cap - spent_of(spent, kind) if spent is not None else cap
-            known = least.get(kind)
-            if known is None or left < known[0]:
-                least[kind] = (left if left > 0 else 0, level.path)
-    for kind, (left, path) in least.items():
-        left_key, level_key = _binding_keys(kind)
-        attributes[left_key] = left
-        attributes[level_key] = path
+            left_key, level_key = _binding_keys(kind)
+            attributes[left_key] = left if left > 0 else 0
+            attributes[level_key] = level.path
+    else:
+        least: dict[str, tuple[int, str]] = {}
+        for level in levels:  # outermost first: it wins a tie
+            spent = ledger.get(level.path)
+            for kind, cap in level.all:
+                left = cap - spent_of(spent, kind) if spent is not None else cap
+                known = least.get(kind)
+                if known is None or left < known[0]:
+                    least[kind] = (left if left > 0 else 0, level.path)
+        for kind, (left, path) in least.items():
+            left_key, level_key = _binding_keys(kind)
+            attributes[left_key] = left
+            attributes[level_key] = path
     if e.refused:
         attributes[GUARD_REFUSED] = e.refused
     if e.exhausted:
         attributes[EXHAUSTED] = e.exhausted
-    if _failed_step(record):
-        attributes[ERROR_TYPE] = e.error.split(":", 1)[0] if e.error else "Error"
+    if e.error and _failed_step(record):
+        attributes[ERROR_TYPE] = e.error.split(":", 1)[0]
     return attributes
 
 

@@ -167,28 +167,36 @@ class RunTrace:
         """The open span of the transition under way (one per transition)."""
         self._began = 0
         """When the transition under way started (ns since the epoch), 0 between them."""
+        self._pending: dict[str, Any] | None = None
+        """What the effect returned, to set on the span with the transition's facts."""
+        self._contexts: dict[str, Context] = {}
+        """Per leaf state: the context of the innermost open state span around it."""
 
     # -- the driver's hooks (runtime.hooks.StepHooks) -------------------------------------
 
     def before_step(self, *, run: Run) -> None:
         """Open a span for every user state active at `run.state` that has none; the
         transition's span will start now."""
-        self.enter(run)
+        if run.state not in self._contexts:
+            self.enter(run)
         self._began = time.time_ns()
 
     def effect_started(self, *, run: Run, effect: Effect) -> None:
         """Open the transition's span as its effect's: `chat {model}` or
         `execute_tool {tool}`; for a handler (or a decision) none yet, with the state's
         span made current."""
-        if isinstance(effect, CallModel):
+        kind = type(effect)
+        if kind is CallModel:
+            assert isinstance(effect, CallModel)
             self._span = self.effect_start(run, request=effect.request)
-        elif isinstance(effect, RunTool):
+        elif kind is RunTool:
+            assert isinstance(effect, RunTool)
             self._span = self.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
         else:
             self.effect_start(run, handler=True)
 
     def effect_ended(self, *, outcome: Any) -> None:
-        """Put what came back on the span; a step cut off (cancelled) ends it here."""
+        """Keep what came back for the span; a step cut off (cancelled) ends it here."""
         self.effect_end(self._span, outcome)
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             self._span = None
@@ -210,7 +218,8 @@ class RunTrace:
     # -- state visits -------------------------------------------------------------------
 
     def enter(self, run: Run) -> None:
-        """Open a span for every user state active at `run.state` that has none."""
+        """Open a span for every user state active at `run.state` that has none, and keep
+        the innermost one's context: spans of this state's transitions are its children."""
         if not self.on or run.state not in self.compiled_chart.nodes:  # a run about to be migrated
             return
         parent = self.root
@@ -232,14 +241,20 @@ class RunTrace:
                     attributes=attributes,
                 )
             parent = span
+        self._contexts[run.state] = trace.set_span_in_context(parent)
 
-    def _innermost(self, leaf: str) -> Span:
-        if leaf not in self.compiled_chart.nodes:
-            return self.root
-        for path in self.compiled_chart.ancestors(leaf):
-            if path in self.states:
-                return self.states[path]
-        return self.root
+    def _context_of(self, leaf: str) -> Context:
+        """The context whose span is the innermost open state span around `leaf`."""
+        found = self._contexts.get(leaf)
+        if found is not None:
+            return found
+        span = self.root
+        if leaf in self.compiled_chart.nodes:
+            for path in self.compiled_chart.ancestors(leaf):
+                if path in self.states:
+                    span = self.states[path]
+                    break
+        return trace.set_span_in_context(span)
 
     # -- effects --------------------------------------------------------------------------
 
@@ -259,7 +274,7 @@ class RunTrace:
         span is made current."""
         if not self.on:
             return None
-        parent = trace.set_span_in_context(self._innermost(run.state))
+        parent = self._context_of(run.state)
         if handler:
             self._token = context_api.attach(parent)
             return None
@@ -291,34 +306,35 @@ class RunTrace:
         return span
 
     def effect_end(self, span: Span | None, outcome: Any) -> None:
-        """Put what came back on the effect's span: usage, an error, or the result; a
-        cancellation ends the span (its transition will not be made)."""
+        """Keep what came back for the transition's span (usage, the result), set with the
+        transition's facts in one call; an error goes on at once, and a cancellation ends
+        the span (its transition will not be made)."""
         if self._token is not None:
             context_api.detach(self._token)
             self._token = None
         if span is None:
             return
-        if isinstance(outcome, Reconciled):
-            outcome = outcome.failed if outcome.failed is not None else outcome.value
-        if isinstance(outcome, Reply):
-            attributes: dict[str, Any] = {
+        if type(outcome) is Reply:
+            usage = outcome.usage
+            found = {
                 GEN_AI_RESPONSE_MODEL: outcome.model or self.chat_attributes[GEN_AI_REQUEST_MODEL],
-                GEN_AI_USAGE_INPUT_TOKENS: outcome.usage.input_tokens,
-                GEN_AI_USAGE_OUTPUT_TOKENS: outcome.usage.output_tokens,
+                GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
+                GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
                 GEN_AI_RESPONSE_FINISH_REASONS: (content.finish_reason(outcome),),
             }
             if facts.capture_content:
-                attributes.update(content.reply_attributes(outcome))
-            span.set_attributes(attributes)
-        elif isinstance(outcome, BaseException):
+                found.update(content.reply_attributes(outcome))
+            self._pending = found
+            return
+        if isinstance(outcome, Reconciled):
+            outcome = outcome.failed if outcome.failed is not None else outcome.value
+        if isinstance(outcome, BaseException):
             facts.failed(span, outcome)
             if not isinstance(outcome, Exception):  # cut off: no transition follows
                 span.end()
         elif facts.capture_content and outcome is not None:
-            span.set_attribute(
-                GEN_AI_TOOL_CALL_RESULT,
-                content.clipped(outcome if isinstance(outcome, str) else canonical_json(outcome)),
-            )
+            result = outcome if isinstance(outcome, str) else canonical_json(outcome)
+            self._pending = {GEN_AI_TOOL_CALL_RESULT: content.clipped(result)}
 
     # -- transitions ----------------------------------------------------------------------
 
@@ -331,12 +347,15 @@ class RunTrace:
         if not self.on:
             return None
         attributes = facts.transition_attributes(self.compiled_chart, record)
+        if self._pending is not None:
+            attributes.update(self._pending)
+            self._pending = None
         if span is None:
             e = record.event
             span = self.tracer.start_span(
                 f"transition {e.source} -> {e.target}",
                 start_time=start_ns,
-                context=trace.set_span_in_context(self._innermost(before.state)),
+                context=self._context_of(before.state),
                 attributes=attributes,
             )
         else:
@@ -359,8 +378,10 @@ class RunTrace:
         if not stored:
             facts.failed(span, error or ConflictError("another writer appended first"))
         span.end()
-        if stored:
-            for path in record.event.exited:
+        exited = record.event.exited
+        if stored and exited:
+            self._contexts.clear()  # the open state spans changed
+            for path in exited:
                 state_span = self.states.pop(path, None)
                 if state_span is not None:
                     self._end_state(state_span, path, record.run)

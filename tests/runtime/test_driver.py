@@ -253,17 +253,22 @@ async def test_drive_to_end_treats_each_raising_as_a_stop_not_a_failure(
 ) -> None:
     """As when iterating `drive()` and leaving the loop by an exception: the run's spans
     close without the drive's failure, and the lease is released clean (resumable at once)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
     from statechart import tracing
     from statechart.runtime.driver import drive_to_end
+    from statechart.tracing import spans
 
-    closed: list[BaseException | None] = []
+    closed: list[tuple[bool, BaseException | None]] = []
     close = tracing.RunTrace.close
 
     def spy(self: Any, run: Any, failure: BaseException | None) -> None:
-        closed.append(failure)
+        closed.append((self.on, failure))
         close(self, run, failure)
 
     monkeypatch.setattr(tracing.RunTrace, "close", spy)
+    recording = TracerProvider().get_tracer("test")  # records, exports nowhere, not global
+    monkeypatch.setattr(spans, "tracer", lambda: recording)
     store, the_chart = MemoryStore(), pay_chart(refund_tool("safe"))
     model = ScriptedModel([reply(call("refund", "c1", order="A")), FINISH])
     run = await start(the_chart, store=store, model=model)
@@ -273,6 +278,6 @@ async def test_drive_to_end_treats_each_raising_as_a_stop_not_a_failure(
 
     with pytest.raises(BrokenPipeError):
         await drive_to_end(the_chart, run.run_id, store=store, model=model, each=stop)
-    assert closed == [None]
+    assert closed == [(True, None)]  # a recording drive's spans, closed without a failure
     again = await drive_to_end(the_chart, run.run_id, store=store, model=model)
     assert again is not None and again.status == "ended"
