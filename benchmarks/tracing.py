@@ -26,6 +26,12 @@ and ended, with no statechart code.
 
     python benchmarks/tracing.py                  # markdown table; JSON to --out
     python benchmarks/tracing.py --profile        # also cProfile sdk_batch_noop to stderr
+    python benchmarks/tracing.py --instructions   # also callgrind: instructions per transition
+
+With `--instructions`, `valgrind --tool=callgrind` counts whole processes of ``off``, of
+``sdk_batch_noop`` and of the bare SDK loop (``floor``, under the same provider) at 100 and
+600 transitions; (I(600) - I(100)) / 500 cancels imports and start-up. Repeatable under
+load, so it shows what one change to the tracing code moved.
 """
 
 from __future__ import annotations
@@ -172,7 +178,7 @@ def child(config: str, steps: int, rounds: int, profile: bool) -> dict[str, Any]
         found["spans_exported"] = null.spans
         found["attributes"] = {k: statistics.median(v) for k, v in null.attributes.items()}
     if config in ("sdk_none", "sdk_batch_noop"):
-        counts = {"chat": 16, "execute_tool": 12}  # sdk_none has no exporter to count them
+        counts = dict(FLOOR_ATTRIBUTES)  # sdk_none has no exporter to count them
         if null is not None:
             counts = {k: int(v) for k, v in found["attributes"].items() if k in counts}
         sdk_floor(200, counts)  # warm-up
@@ -305,6 +311,65 @@ def timed_calls(steps: int) -> dict[str, Any]:
         "entry_points_us": r(sum(us[label] for _, _, label in entry if label in us)),
         "sdk_us": r(sum(v for k, v in us.items() if k.startswith("sdk "))),
         "us_per_transition": us,
+    }
+
+
+INSTRUCTION_SIZES = (100, 600)
+FLOOR_ATTRIBUTES = {"chat": 16, "execute_tool": 12}
+"""What the spans of this workload carry (the table's `span attributes` line)."""
+
+
+def counted(config: str, steps: int) -> None:
+    """The process callgrind counts: one run of `config` (or the bare SDK loop)."""
+    if config == "floor":
+        provider, _ = install("sdk_batch_noop")
+        sdk_floor(steps, FLOOR_ATTRIBUTES)
+    else:
+        provider, _ = install(config)
+        anyio.run(driven_once, make_chart(steps), steps)
+    if provider is not None:
+        provider.shutdown()
+
+
+def instructions() -> dict[str, Any]:
+    """Instructions per transition of off, sdk_batch_noop and the bare SDK's one span."""
+    import re
+    import tempfile
+
+    per: dict[str, float] = {}
+    for config in ("off", "sdk_batch_noop", "floor"):
+        found = []
+        for steps in INSTRUCTION_SIZES:
+            with tempfile.TemporaryDirectory() as tmp:
+                done = subprocess.run(
+                    [
+                        "valgrind",
+                        "--tool=callgrind",
+                        f"--callgrind-out-file={tmp}/out",
+                        sys.executable,
+                        str(Path(__file__).resolve()),
+                        "--counted",
+                        config,
+                        "--steps",
+                        str(steps),
+                    ],
+                    cwd=ROOT,
+                    env=child_env("http://127.0.0.1:9"),
+                    capture_output=True,
+                    text=True,
+                    timeout=1200,
+                )
+            match = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or match is None:
+                raise SystemExit(f"callgrind of {config} failed:\n{done.stderr[-2000:]}")
+            found.append(int(match.group(1)))
+        per[config] = (found[1] - found[0]) / (INSTRUCTION_SIZES[1] - INSTRUCTION_SIZES[0])
+        print(f"instructions: {config} {per[config]:,.0f} per transition", file=sys.stderr)
+    added = per["sdk_batch_noop"] - per["off"]
+    return {
+        "per_transition": {k: round(v) for k, v in per.items()},
+        "added": round(added),
+        "added_over_floor": r(added / per["floor"]),
     }
 
 
@@ -496,6 +561,15 @@ def markdown(res: dict[str, Any]) -> str:
         f"child: {spans['otlp_received_per_child']} (expected "
         f"{spans['otlp_expected_per_child']})",
         f"span attributes per transition span: {res['transition_span_attributes']}",
+        *(
+            [
+                f"instructions per transition (callgrind): {res['instructions']['per_transition']}"
+                f"; added with the SDK {res['instructions']['added']:,}, "
+                f"{res['instructions']['added_over_floor']}x the bare SDK's one span"
+            ]
+            if "instructions" in res
+            else []
+        ),
         f"target: sdk_batch_noop adds ≤ {t['sdk_added_us']} µs per transition: "
         + ("met" if t["sdk_added_met"] else "MISSED"),
         f"target: that is ≤ {t['added_over_floor']}x the bare SDK's one span: "
@@ -519,8 +593,15 @@ def main(argv: list[str] | None = None) -> None:
         help="cProfile one sdk_batch_noop run (stderr, and in the JSON)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON result")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (callgrind)"
+    )
     parser.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
+    parser.add_argument("--counted", choices=(*CONFIGS, "floor"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.counted:
+        counted(args.counted, args.steps)
+        return
     if args.steps < 4 or args.rounds < 1 or args.repeats < 1:
         parser.error("need --steps >= 4, --rounds >= 1 and --repeats >= 1")
     if args.child:
@@ -528,6 +609,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     t0 = time.perf_counter()
     result = measure(args)
+    if args.instructions:
+        result["instructions"] = instructions()
     result["settings"]["wall_s"] = r(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
