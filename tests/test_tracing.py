@@ -314,6 +314,12 @@ def check_nested(spans: list[ReceivedSpan], out: dict[str, Any]) -> None:
     }
     assert steps[5].event("statechart.human.approved").attributes["by"] == "lead"
     assert all(not s.events for n, s in steps.items() if n not in (4, 5))
+    for s in spans:  # the run is the GenAI conversation; tools are client-side functions
+        op = s.attributes.get(t.GEN_AI_OPERATION_NAME)
+        if op in ("invoke_agent", "chat"):
+            assert s.attributes[t.GEN_AI_CONVERSATION_ID] == "r1", s.name
+        if op == "execute_tool":
+            assert s.attributes[t.GEN_AI_TOOL_TYPE] == "function", s.name
     first, resumed = named(spans, "invoke_agent workflow")
     assert first.links == ()
     (link,) = resumed.links  # to the last transition before the resumed drive
@@ -1259,3 +1265,41 @@ def test_a_start_that_is_refused_leaves_no_second_trace_for_the_run_id() -> None
         if s["attributes"].get("statechart.run.id") == "r1" and s["status"] != "ERROR"
     }
     assert traces == {run_trace}
+
+
+# -- message content, clipped ----------------------------------------------------------------
+
+
+def test_content_is_clipped_and_stays_valid_json() -> None:
+    from statechart import Message, Reply, Request, ToolCall
+    from statechart.tracing import content
+
+    long = "x" * (content.LIMIT + 904)
+    assert content.clipped(long) == "x" * content.LIMIT + "…[904 more]"
+    assert content.clipped("short") == "short"
+    request = Request(
+        state="s",
+        instructions="",
+        context={"note": long},
+        transcript=(
+            Message(role="assistant", tool_calls=(ToolCall(id="c1", name="f", arguments={}),)),
+            Message(role="tool", tool_call_id="c1", content=long),
+        ),
+        tools=(),
+    )
+    found = content.request_attributes(request)
+    (context, asked, answered) = json.loads(found[t.GEN_AI_INPUT_MESSAGES])
+    assert context["parts"][0]["content"].endswith("…[925 more]")  # "Context: {...}" clipped
+    assert asked == {
+        "role": "assistant",
+        "parts": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": {}}],
+    }
+    assert answered["parts"][0]["response"] == content.clipped(long)
+    assert json.loads(found[t.GEN_AI_SYSTEM_INSTRUCTIONS]) == [
+        {"type": "text", "content": "You are in state 's'."}  # what the adapters send
+    ]
+    said = json.loads(content.reply_attributes(Reply(content="hi"))[t.GEN_AI_OUTPUT_MESSAGES])
+    assert said == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "hi"}], "finish_reason": "stop"}
+    ]
+    assert content.finish_reason(Reply(content="x", finish_reason="length")) == "length"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from statechart import MemoryStore, run_to_end, start
+from statechart import MemoryStore, Request, ToolSpec, run_to_end, start
 from statechart.models.anthropic import AnthropicModel
 from statechart.models.pricing import Price
 from tests.models.test_openai import chart
@@ -160,3 +160,19 @@ async def test_a_reply_without_usage_keeps_its_tool_call_and_is_estimated(
     assert [e.usage_missing for e in calls] == [True, False]
     assert calls[0].usage.input_tokens > 0 and calls[0].usage.output_tokens > 0
     assert [e.result for e in events if e.trigger == "results"] == ["KB-12 answers refunds"]
+
+
+async def test_the_reply_keeps_the_providers_stop_reason(provider: Provider) -> None:
+    """`Reply.finish_reason` is what the provider said (the chat span's
+    `gen_ai.response.finish_reasons`)."""
+    provider.answer(message(("t1", "next_state", {"target": "done"})))
+    m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=0, timeout=10)
+    request = Request(
+        state="s",
+        instructions="",
+        context={},
+        transcript=(),
+        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
+    )
+    got = await m.complete(request)
+    assert (got.finish_reason, got.tool_calls[0].name) == ("tool_use", "next_state")

@@ -285,6 +285,7 @@ async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
     )
     got = await model.complete(request)
     assert got.usage.cost_micros == 150_000  # gpt-4o-mini's input price, $0.15 per M
+    assert got.finish_reason == "tool_calls"  # the provider's own word, for the chat span
 
 
 async def test_a_reply_without_usage_is_estimated_marked_and_still_binds_a_budget(
