@@ -1,0 +1,32 @@
+"""The benchmark scripts still run: each at a small size, its report checked for what it
+must hold whatever the machine's speed (the timings themselves are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_tracing_benchmark_runs_small_and_sees_one_span_per_transition(tmp_path: Path) -> None:
+    out = tmp_path / "tracing.json"
+    small = ("--steps", "40", "--rounds", "1", "--repeats", "1", "--out", str(out))
+    done = subprocess.run(
+        [sys.executable, "benchmarks/tracing.py", *small],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert set(result["us_per_transition"]) == {"off", "sdk_none", "sdk_batch_noop", "otlp"}
+    spans = result["spans"]
+    assert spans["per_run"] == 40 + 4  # first span, drive, two states, one per transition
+    assert spans["otlp_received_per_child"] == [spans["otlp_expected_per_child"]]
+    assert spans["receiver_errors"] == []
+    assert result["transition_span_attributes"] == {"chat": 16, "execute_tool": 12, "transition": 8}
+    assert "target: tracing off" in done.stdout
