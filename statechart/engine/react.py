@@ -211,15 +211,16 @@ def advance_step(
     outcome: Any,
     now: float,
     wall_ms: int,
+    span: str | None = None,
 ) -> Step | None:
     """The step of the loop's common case (a reply that queues calls, a call that
-    returned), or None."""
+    returned), or None; `span` is the id of the span tracing it, for its event."""
     if run.doubt is not None:
         return None
     if type(effect) is CallModel and run.state == loop.think:
-        return _proposed(loop, run, effect, outcome, now, wall_ms)
+        return _proposed(loop, run, effect, outcome, now, wall_ms, span)
     if type(effect) is RunTool and run.state == loop.act:
-        return _returned(loop, run, effect, outcome, now, wall_ms)
+        return _returned(loop, run, effect, outcome, now, wall_ms, span)
     return None
 
 
@@ -230,6 +231,7 @@ def _proposed(
     reply: Any,
     now: float,
     wall_ms: int,
+    span: str | None,
 ) -> Step | None:
     if effect.worst is not None or type(reply) is not Reply or run.pending:
         return None
@@ -248,7 +250,7 @@ def _proposed(
     update["visit"] = evolve(visit, {"iterations": visit.iterations + 1})
     pending, opened, head = _head(loop, run, update["visit"], queue, seq)
     update["pending"] = pending
-    event = _event(run, move, seq, now, "propose", "model", usage, opened, {"calls": calls})
+    event = _event(run, move, seq, now, "propose", "model", usage, opened, {"calls": calls}, span)
     return _step(evolve(run, update), event, (said,), opened, (), head)
 
 
@@ -259,6 +261,7 @@ def _returned(
     outcome: Any,
     now: float,
     wall_ms: int,
+    span: str | None,
 ) -> Step | None:
     if (
         effect.doubt is not None
@@ -305,7 +308,7 @@ def _returned(
         "reason": "",
         "outcome": outcome_class(outcome),
     }
-    event = _event(run, move, seq, now, trigger, "code", usage, opened, ran)
+    event = _event(run, move, seq, now, trigger, "code", usage, opened, ran, span)
     message = build(Message, {"role": "tool", "content": text, "tool_call_id": effect.call.id})
     return _step(evolve(run, update), event, (message,), opened, closed, head)
 
@@ -320,10 +323,13 @@ def _event(
     usage: Any,
     opened: Intent | None,
     fields: dict[str, Any],
+    span: str | None,
 ) -> Event:
     """The event of a loop step that adds one message to the visit's transcript: `fields`
     with what every such step records (the fields given are those the general step gives)."""
     fields["entered"], fields["exited"] = move.entered, move.exited
+    if span is not None:
+        fields["span"] = span
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
     assert run.visit is not None

@@ -43,19 +43,22 @@ def advance(
     *,
     now: float,
     wall_ms: int = 0,
+    span: str | None = None,
 ) -> Step:
-    """Fold the outcome of `effect` into the next run and its event."""
+    """Fold the outcome of `effect` into the next run and its event; `span` is the id of
+    the span that traces this transition (written into the event), if one does."""
     loop = loop_at(compiled_chart, run.state)
     if loop is not None:
-        step = advance_step(compiled_chart, loop, run, effect, outcome, now, wall_ms)
+        step = advance_step(compiled_chart, loop, run, effect, outcome, now, wall_ms, span)
         if step is not None:
             if CHECKED:
                 general = advance_general(
                     compiled_chart, run, effect, outcome, now=now, wall_ms=wall_ms
                 )
-                _same("advance", run, step, general)
+                _same("advance", run, step, general if span is None else general.with_span(span))
             return step
-    return advance_general(compiled_chart, run, effect, outcome, now=now, wall_ms=wall_ms)
+    made = advance_general(compiled_chart, run, effect, outcome, now=now, wall_ms=wall_ms)
+    return made if span is None else made.with_span(span)
 
 
 def _same(what: str, run: Run, compiled: Any, general: Any) -> None:

@@ -80,10 +80,11 @@ async def step(
     effect = plan(compiled_chart, run, session)
     if isinstance(effect, (Wait, Ended)):
         return None
+    span = None
     if hooks is None:
         outcome = await _perform(effect, model)
     else:
-        hooks.effect_started(run=run, effect=effect)
+        span = hooks.effect_started(run=run, effect=effect)
         try:
             outcome = await _perform(effect, model)
         except BaseException as exc:  # cancelled mid-call: the hooks hear of it
@@ -92,7 +93,7 @@ async def step(
         hooks.effect_ended(outcome=outcome)
     wall_ms = session.charge_wall(time.monotonic() - started)
     started_ns = time.time_ns()
-    record = advance(compiled_chart, run, effect, outcome, now=clock(), wall_ms=wall_ms)
+    record = advance(compiled_chart, run, effect, outcome, now=clock(), wall_ms=wall_ms, span=span)
     if hooks is None:
         return record
     return hooks.after_step(before=run, record=record, started_ns=started_ns)

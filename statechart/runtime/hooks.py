@@ -2,11 +2,12 @@
 (tracing today) stay out of the driver's loop.
 
 One transition calls them in this order: `before_step` (the run as it is), then
-`effect_started` / `effect_ended` around the model call, tool call or handler (when
-the step has one), `after_step` with the record the engine made (the hooks may
-return it stamped, e.g. with a span id, before it is stored), and `step_stored` once
-the store accepted it or refused it. A transition span that must open before its
-effect and close once its event is stored fits these hooks as they are.
+`effect_started` / `effect_ended` around what the step does (a model call, a tool call,
+a handler, or a decision with no I/O; `effect_started` may return the id of the span
+that traces the transition, which the engine writes into its event), `after_step` with
+the record the engine made (the hooks may return it stamped, e.g. with a span id, for a
+record made outside a step), and `step_stored` once the store accepted it or refused it.
+The transition's one span opens before its effect and closes once its event is stored.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ class StepHooks(Protocol):
     def before_step(self, *, run: Run) -> None:
         """A step is about to be planned from `run`."""
 
-    def effect_started(self, *, run: Run, effect: Effect) -> None:
-        """The step's effect (model call, tool call, handler) is about to be awaited."""
+    def effect_started(self, *, run: Run, effect: Effect) -> str | None:
+        """The step's effect (model call, tool call, handler, or a decision with no I/O)
+        is about to be performed; return the id of the span that traces the transition
+        (written into its event), or None."""
 
     def effect_ended(self, *, outcome: Any) -> None:
         """The effect returned `outcome` (a reply, a result, or the exception it raised)."""

@@ -167,6 +167,10 @@ class RunTrace:
         """The open span of the transition under way (one per transition)."""
         self._began = 0
         """When the transition under way started (ns since the epoch), 0 between them."""
+        self._span_id = ""
+        """The hex id of `_span`, as its transition's event records it."""
+        self._unnamed = False
+        """`_span` is a `transition` span still waiting for its target to be named."""
         self._pending: dict[str, Any] | None = None
         """What the effect returned, to set on the span with the transition's facts."""
         self._contexts: dict[str, Context] = {}
@@ -181,19 +185,25 @@ class RunTrace:
             self.enter(run)
         self._began = time.time_ns()
 
-    def effect_started(self, *, run: Run, effect: Effect) -> None:
-        """Open the transition's span as its effect's: `chat {model}` or
-        `execute_tool {tool}`; for a handler (or a decision) none yet, with the state's
-        span made current."""
+    def effect_started(self, *, run: Run, effect: Effect) -> str | None:
+        """Open the transition's span, and return its id for the event: its effect's
+        (`chat {model}` or `execute_tool {tool}`, made current), or for a handler or a
+        decision a `transition` span named once its target is known (the state's span is
+        made current for a handler)."""
         kind = type(effect)
         if kind is CallModel:
             assert isinstance(effect, CallModel)
-            self._span = self.effect_start(run, request=effect.request)
+            span = self.effect_start(run, request=effect.request)
         elif kind is RunTool:
             assert isinstance(effect, RunTool)
-            self._span = self.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
+            span = self.effect_start(run, effect.tool.name, effect.call.id, effect.arguments)
         else:
-            self.effect_start(run, handler=True)
+            span = self.effect_start(run, handler=True)
+        self._span = span
+        if span is None:
+            return None
+        self._span_id = format(span.get_span_context().span_id, "016x")
+        return self._span_id
 
     def effect_ended(self, *, outcome: Any) -> None:
         """Keep what came back for the span; a step cut off (cancelled) ends it here."""
@@ -202,13 +212,18 @@ class RunTrace:
             self._span = None
 
     def after_step(self, *, before: Run, record: Step, started_ns: int) -> Step:
-        """Describe the transition on its span (opened now when it had no effect); the
-        record to store carries the span's id."""
+        """Describe the transition on its span (opened now for a record made outside a
+        step); the record to store carries the span's id."""
+        opened = self._span is None
         span = self._span = self.transition(before, record, self._began or started_ns, self._span)
         self._began = 0
         if span is None:
             return record
-        return record.with_span(format(span.get_span_context().span_id, "016x"))
+        if opened:
+            self._span_id = format(span.get_span_context().span_id, "016x")
+        if record.event.span != self._span_id:
+            return record.with_span(self._span_id)
+        return record
 
     def step_stored(self, *, record: Step, error: BaseException | None = None) -> None:
         """End the transition's span (as an error when the store refused the record)."""
@@ -270,15 +285,18 @@ class RunTrace:
     ) -> Span | None:
         """The transition's span as a `chat {model}` span (no `tool`) or an
         `execute_tool {tool}` span, made current so spans of instrumented clients inside
-        the call nest under it; for a code state's `handler`, no span yet: the state's
-        span is made current."""
+        the call nest under it; for a code state's `handler` or a decision, a `transition`
+        span, with the state's span made current (a handler's own spans are the state's)."""
         if not self.on:
             return None
         parent = self._context_of(run.state)
-        if handler:
-            self._token = context_api.attach(parent)
-            return None
         began = self._began or None
+        if handler:  # named once its target is known (`transition`)
+            self._token = context_api.attach(parent)
+            self._unnamed = True
+            return self.tracer.start_span(
+                f"transition {run.state}", context=parent, start_time=began
+            )
         if tool is None:
             attributes = self.chat_attributes
             if facts.capture_content and request is not None:
@@ -332,7 +350,7 @@ class RunTrace:
             facts.failed(span, outcome)
             if not isinstance(outcome, Exception):  # cut off: no transition follows
                 span.end()
-        elif facts.capture_content and outcome is not None:
+        elif facts.capture_content and outcome is not None and not self._unnamed:
             result = outcome if isinstance(outcome, str) else canonical_json(outcome)
             self._pending = {GEN_AI_TOOL_CALL_RESULT: content.clipped(result)}
 
@@ -360,6 +378,9 @@ class RunTrace:
             )
         else:
             span.set_attributes(attributes)
+            if self._unnamed:
+                span.update_name(f"transition {record.event.source} -> {record.event.target}")
+                self._unnamed = False
         facts.annotate(span, record)
         return span
 
