@@ -736,6 +736,7 @@ def _span(s):
         "name": s.name, "trace_id": _hex(s.context.trace_id, 32),
         "span_id": _hex(s.context.span_id), "parent": _hex(s.parent.span_id) if s.parent else "",
         "status": s.status.status_code.name, "description": s.status.description,
+        "start": s.start_time, "end": s.end_time,
         "attributes": dict(s.attributes),
         "events": [{"name": e.name, "attributes": dict(e.attributes)} for e in s.events],
         "links": [{"trace_id": _hex(l.context.trace_id, 32), "span_id": _hex(l.context.span_id)}
@@ -768,6 +769,27 @@ def memory_scenario(body: str) -> dict[str, Any]:
 def exported(out: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """The exported spans whose name starts with `prefix`."""
     return [s for s in out["spans"] if s["name"].startswith(prefix)]
+
+
+def stepped(out: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The exported spans that carry a `statechart.step` (one each), by step."""
+    found = [s for s in out["spans"] if "statechart.step" in s["attributes"]]
+    steps = {s["attributes"]["statechart.step"]: s for s in found}
+    assert len(steps) == len(found), "two spans carry one step"
+    return steps
+
+
+def one_span_each(out: dict[str, Any]) -> None:
+    """Each stored event has its one span, and nothing but transitions, state visits, drives
+    and the run's first span is a span."""
+    events = out["events"]
+    assert {n: s["span_id"] for n, s in stepped(out).items()} == {
+        e["seq"]: e["span"] for e in events
+    }
+    others = [s for s in out["spans"] if "statechart.step" not in s["attributes"]]
+    kinds = [s["name"].split()[0] for s in others]
+    assert kinds.count("create_agent") == 1
+    assert set(kinds) <= {"create_agent", "invoke_agent", "state"}, kinds
 
 
 # -- a resume that migrates the run --------------------------------------------------------
@@ -806,7 +828,9 @@ async def main():
                            model=ScriptedModel([reply(call("next_state", "n1", target="done"))]))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-    report(error=error, state=(await store.load("r1")).snapshot.state)
+    events = [{"seq": e.seq, "trigger": e.trigger, "span": e.span}
+              for e in await store.events("r1")]
+    report(error=error, state=(await store.load("r1")).snapshot.state, events=events)
 
 anyio.run(main)
 '''
@@ -814,10 +838,35 @@ anyio.run(main)
 
 def test_a_resume_that_migrates_to_renamed_states_works_with_tracing_on() -> None:
     """A resume that migrates the run to renamed states works with a tracer provider set,
-    as it does without one, and reaches `done`."""
+    as it does without one, and reaches `done`, one span per event."""
     out = memory_scenario(MIGRATE)
     assert out["error"] is None, out["error"]
     assert out["state"] == "done"
+    assert "migrate" in [e["trigger"] for e in out["events"]]
+    one_span_each(out)
+
+
+def test_a_migration_ends_the_spans_of_the_states_the_run_left() -> None:
+    """The new chart still has the state the run was in: its span (opened for the drive's
+    first event) ends with the migration, before the state the run moved to opens."""
+    kept = MIGRATE.replace(
+        """new = Chart("desk", budget=Budget(max_steps=20),
+            states=(State("investigate", tools=(look,)), DONE),
+            edges=(Edge("investigate", "done"),))""",
+        """new = Chart("desk", budget=Budget(max_steps=20),
+            states=(State("research", tools=(look,)), State("investigate", tools=(look,)), DONE),
+            edges=(Edge("research", "investigate"), Edge("investigate", "done")))""",
+    )
+    assert kept != MIGRATE
+    out = memory_scenario(kept)
+    assert out["error"] is None, out["error"]
+    assert out["state"] == "done"
+    one_span_each(out)
+    (migrate,) = [e for e in out["events"] if e["trigger"] == "migrate"]
+    _, research = exported(out, "state research")  # the first drive's, the second's
+    (investigate,) = exported(out, "state investigate")
+    (migration,) = [s for s in out["spans"] if s["span_id"] == migrate["span"]]
+    assert migration["end"] <= research["end"] <= investigate["start"]
 
 
 # -- a transition whose event could not be stored ------------------------------------------
@@ -858,13 +907,10 @@ def test_the_transition_span_ends_when_storing_its_event_fails() -> None:
     assert out["error"] == "LeaseLostError"
     (agent,) = exported(out, "invoke_agent")
     assert agent["attributes"]["error.type"] == "LeaseLostError"
-    steps = {
-        s["attributes"]["statechart.step"]: s
-        for s in exported(out, "")
-        if "statechart.step" in s["attributes"]
-    }
-    assert sorted(steps) == [1, 2], "the span of the transition that was not stored never ended"
-    assert steps[2]["status"] == "ERROR"
+    assert sorted(stepped(out)) == [1]  # a refused append leaves no span of a step
+    (refused,) = exported(out, "execute_tool slow")  # ended, as an error
+    assert refused["status"] == "ERROR" and "statechart.step" not in refused["attributes"]
+    assert refused["attributes"]["error.type"] == "LeaseLostError"
 
 
 # -- a drive closed early ------------------------------------------------------------------
@@ -1014,8 +1060,12 @@ def test_the_late_result_of_a_cancelled_run_has_a_transition_span() -> None:
     assert [e["trigger"] for e in out["events"]] == ["propose", "cancel", "late_result"]
     late = out["events"][2]
     assert late["span"] is not None
-    steps = [s for s in exported(out, "transition ") if s["attributes"]["statechart.step"] == 3]
-    assert [s["span_id"] for s in steps] == [late["span"]]
+    one_span_each(out)  # the refused append of the call's result left no span of its own
+    late_span = stepped(out)[3]
+    assert late_span["span_id"] == late["span"]
+    assert late_span["name"] == "execute_tool ship"  # the call's own span records its result
+    assert late_span["status"] == "UNSET"
+    assert late_span["attributes"]["statechart.trigger"] == "late_result"
 
 
 # -- a tool's error text with content capture off ------------------------------------------
@@ -1230,6 +1280,7 @@ def test_a_tool_call_cut_off_by_cancellation_is_marked_on_its_span() -> None:
     (tool_span,) = exported(out, "execute_tool slow")
     assert tool_span["status"] == "ERROR"
     assert tool_span["attributes"].get("error.type") is not None
+    assert "statechart.step" not in tool_span["attributes"]  # no event recorded it
 
 
 # -- a start that is refused ---------------------------------------------------------------
@@ -1303,3 +1354,35 @@ def test_content_is_clipped_and_stays_valid_json() -> None:
         {"role": "assistant", "parts": [{"type": "text", "content": "hi"}], "finish_reason": "stop"}
     ]
     assert content.finish_reason(Reply(content="x", finish_reason="length")) == "length"
+
+
+def test_the_budget_that_binds_is_the_outermost_on_a_tie_even_when_both_overshot() -> None:
+    """Two levels spent past their caps (overshoot is at most one call): both have 0 left,
+    and the outermost, which routes first, is the level named."""
+    from types import SimpleNamespace
+
+    from statechart import Spent
+    from statechart.engine import compiled
+    from statechart.tracing import facts
+    from tests.engine.test_nesting import workflow
+
+    event = SimpleNamespace(
+        run_id="r1",
+        source=f"{P}.think",
+        target=f"{P}.act",
+        trigger="propose",
+        actor="model",
+        refused=None,
+        exhausted=None,
+        error=None,
+        call=None,
+    )
+    for root, explore, binds in ((70, 45, "root"), (55, 45, "explore"), (20, 25, "explore")):
+        ledger = {"root": Spent(steps=root), "explore": Spent(steps=explore)}
+        record = SimpleNamespace(event=event, run=SimpleNamespace(ledger=ledger))
+        found = facts.transition_attributes(compiled(workflow()), record)  # type: ignore[arg-type]
+        left = max(min(ROOT_STEPS - root, EXPLORE_STEPS - explore), 0)
+        assert (found["statechart.budget.steps.left"], found["statechart.budget.steps.level"]) == (
+            left,
+            binds,
+        ), (root, explore)

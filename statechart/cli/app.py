@@ -86,15 +86,22 @@ def _interrupt(signum: int, frame: object) -> None:
     typer.echo("stopping after this step (Ctrl-C again to interrupt now)", err=True)
 
 
-def _run(fn: Callable[[], Awaitable[T]], *, traced: bool = False) -> T:
-    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1. A
-    `traced` command (one that records or drives a transition) sets up tracing from the
-    `OTEL_*` variables first and flushes its spans before it returns, however it ends."""
+_TRACING: dict[str, Any] = {}
+
+
+def _trace() -> None:
+    """Set up tracing from the `OTEL_*` variables: every command that records a transition
+    calls it once its chart is loaded (a chart module may install its own provider, which
+    then wins); `_run` flushes the spans before the command returns, however it ends."""
+    provider = tracing.configure_from_environment()
+    if provider is not None:
+        _TRACING["provider"] = provider
+
+
+def _run(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
     previous = signal.signal(signal.SIGINT, _interrupt)
-    provider = None
     try:
-        if traced:
-            provider = tracing.configure_from_environment()
         result = anyio.run(fn)
         if _STOP["asked"]:
             raise KeyboardInterrupt
@@ -111,6 +118,7 @@ def _run(fn: Callable[[], Awaitable[T]], *, traced: bool = False) -> T:
         raise typer.Exit(COMMAND_ERROR) from None
     finally:
         signal.signal(signal.SIGINT, previous)
+        provider = _TRACING.pop("provider", None)
         if provider is not None:
             provider.shutdown()  # flushes the batch: every span of this process is sent
 

@@ -25,6 +25,7 @@ from statechart.cli.app import (
     _model,
     _object,
     _run,
+    _trace,
     _use,
     app,
 )
@@ -138,6 +139,7 @@ def run(
         context = _object(text, "--input-file" if input_file else "--input")
         chart.context.model_validate(context)  # every check before the store file exists
         chosen = _model(model, module)
+        _trace()
         store = SQLiteStore(db)
         # the chart's source first: a kill between the two writes leaves no run behind
         await store.save_chart(chart.version, chart.describe(), chart_source(target))
@@ -148,7 +150,7 @@ def run(
         store.close()
         return code
 
-    raise typer.Exit(_run(go, traced=True))
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -235,13 +237,14 @@ def resume(
         store = _existing(db)
         loaded = await store.load(run_id)
         charted, module = await _chart_of(store, loaded.snapshot, chart)
+        _trace()
         chosen = _model(model, module, current(charted, loaded))
         last = await _drive(charted, run_id, store, chosen, resuming=True)
         code = _finish(charted, last, db)
         store.close()
         return code
 
-    raise typer.Exit(_run(go, traced=True))
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -264,6 +267,7 @@ def approve(
         store = _existing(db)
         loaded = await store.load(run_id)
         chart, module = await _chart_of(store, loaded.snapshot, given)
+        _trace()
         found = current(chart, loaded)
         edits = _object(edit, "--edit") if edit else None
         chosen = None if no_resume else _model(model, module, found)  # fail before deciding
@@ -276,7 +280,7 @@ def approve(
         store.close()
         return code
 
-    raise typer.Exit(_run(go, traced=True))
+    raise typer.Exit(_run(go))
 
 
 @app.command()
@@ -292,6 +296,7 @@ def reject(
     async def go() -> None:
         store = _existing(db)
         chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
+        _trace()
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
         typer.echo(
             f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
@@ -299,7 +304,7 @@ def reject(
         )
         store.close()
 
-    _run(go, traced=True)
+    _run(go)
 
 
 @app.command()
@@ -315,11 +320,12 @@ def cancel(
     async def go() -> None:
         store = _existing(db)
         chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
+        _trace()
         await cancel_run(chart, run_id, store=store, reason=reason, by=by)
         typer.echo(f"run {run_id} cancelled")
         store.close()
 
-    _run(go, traced=True)
+    _run(go)
 
 
 @app.command()
@@ -334,6 +340,7 @@ def fork(
     async def go() -> None:
         store = _existing(db)
         chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
+        _trace()
         child = await fork_run(chart, run_id, at, store=store)
         typer.echo(
             f"run {child.run_id} forked from {run_id} at seq {at}, in '{child.state}'; "
@@ -342,7 +349,7 @@ def fork(
         )
         store.close()
 
-    _run(go, traced=True)
+    _run(go)
 
 
 @app.command()

@@ -123,6 +123,7 @@ async def _append_human(chart: Chart, store: Store, run: Run, record: Step) -> S
         record = record.with_span(format(span.get_span_context().span_id, "016x"))
     with tracing.ending(span):  # not stored (another writer came first): a failed span
         await store.append(record)
+        tracing.stored(span, record)
     return record
 
 

@@ -323,7 +323,7 @@ class _Drive:
             self.in_flight = False
             return None
         try:
-            stored = await self._stored(record)
+            stored = await self._stored(record, conflict_told=False)
         except ConflictError as exc:
             return await self._after_cancel(record, exc)
         if stored.opened is not None:
@@ -358,13 +358,14 @@ class _Drive:
             self.hooks.before_step(run=before)
         return self.hooks.after_step(before=before, record=record, started_ns=time.time_ns())
 
-    async def _stored(self, record: Step) -> Step:
-        """Append `record` (one durable row), tell the hooks, and move the run on."""
+    async def _stored(self, record: Step, *, conflict_told: bool = True) -> Step:
+        """Append `record` (one durable row), tell the hooks, and move the run on; with
+        `conflict_told=False` a conflict is the caller's to tell (`_after_cancel`)."""
         assert self.run is not None
         try:
             await self.store.append(record, self.lease)
         except BaseException as exc:
-            if self.hooks is not None:
+            if self.hooks is not None and (conflict_told or not isinstance(exc, ConflictError)):
                 self.hooks.step_stored(record=record, error=exc)
             raise
         if self.hooks is not None:
@@ -373,15 +374,27 @@ class _Drive:
         self.run = record.run
         return record
 
+    def _refused(self, record: Step, error: BaseException) -> None:
+        """Tell the hooks the store refused `record` (its span ends as an error)."""
+        if self.hooks is not None:
+            self.hooks.step_stored(record=record, error=error)
+
     async def _after_cancel(self, ran: Step, conflict: ConflictError) -> Step | None:
         """Another writer came first: if it cancelled the run, keep the result of the call
-        that finished after the cancel (a `late_result` event); otherwise re-raise."""
-        latest = folded(self.chart, await self.store.load(ran.run.run_id))
+        that finished after the cancel (a `late_result` event, traced on the call's span);
+        otherwise re-raise."""
+        try:
+            latest = folded(self.chart, await self.store.load(ran.run.run_id))
+        except BaseException as exc:
+            self._refused(ran, exc)
+            raise
         if latest.state != CANCELLED:
+            self._refused(ran, conflict)
             raise conflict
         self.run, self.cancelled = latest, True
         late = resuming_.late_result(self.compiled_chart, latest, ran, now=self.clock())
         if late is None:
+            self._refused(ran, conflict)
             return None
         stored = await self._stored(self._made(latest, late, enter=False))
         self.in_flight = False

@@ -1,9 +1,10 @@
-"""OpenTelemetry for runs: one trace per run, a span per drive, state visit, model call,
-tool call and transition, with the GenAI attribute names.
+"""OpenTelemetry for runs: one trace per run; a span per drive and per state visit, and
+exactly one per transition, with the GenAI attribute names.
 
 Only the OpenTelemetry API is used by the framework; without a configured SDK every
-span is a no-op and nothing is exported. `configure()` (the one place that touches
-the SDK) sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
+span is a no-op and nothing is exported. `configure()` and `configure_from_environment()`
+(the one module that touches the SDK) set up export, the latter from the standard
+`OTEL_*` variables as every `statechart` command that records a transition does.
 """
 
 from typing import Any
@@ -52,6 +53,7 @@ from statechart.tracing.spans import (
     ending,
     human_transition,
     run_trace_context,
+    stored,
     tracer,
 )
 
@@ -106,6 +108,7 @@ __all__ = [
     "failed",
     "human_transition",
     "run_trace_context",
+    "stored",
     "tracer",
     "transition_attributes",
 ]

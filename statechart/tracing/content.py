@@ -41,10 +41,19 @@ def _parts(message: Message | Reply) -> list[dict[str, Any]]:
                 "type": "tool_call",
                 "id": call.id,
                 "name": call.name,
-                "arguments": clipped(arguments) if isinstance(arguments, str) else arguments,
+                "arguments": _arguments(arguments),
             }
         )
     return parts
+
+
+def _arguments(arguments: dict[str, Any] | str) -> Any:
+    """A call's arguments as sent: an object unless its JSON is longer than `LIMIT`, then
+    that JSON clipped (a string)."""
+    if isinstance(arguments, str):
+        return clipped(arguments)
+    text = _json(arguments)
+    return arguments if len(text) <= LIMIT else clipped(text)
 
 
 def _message(message: Message) -> dict[str, Any]:

@@ -20,10 +20,10 @@ from statechart.tracing.attributes import (
     GUARD_REFUSED,
     RUN_ID,
     SOURCE,
-    STEP,
     TARGET,
     TRIGGER,
 )
+from statechart.tracing.content import clipped
 
 capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
 """Whether spans carry message content (tool arguments, results, error texts)."""
@@ -31,7 +31,8 @@ capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").lower() == "true"
 
 def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[str, Any]:
     """The `statechart.*` facts of a transition, and per budget kind what binds: the least
-    left over the levels around its source, and that level."""
+    left over the levels around its source, and that level. Its `statechart.step` is set
+    once the event is stored (`spans.stored`): a refused append leaves no span of a step."""
     e = record.event
     attributes: dict[str, Any] = {
         RUN_ID: e.run_id,
@@ -39,7 +40,6 @@ def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[s
         TARGET: e.target,
         TRIGGER: e.trigger,
         ACTOR: e.actor,
-        STEP: e.seq,
     }
     ledger = record.run.ledger
     levels = compiled_chart.levels_of(e.source)
@@ -56,10 +56,10 @@ def transition_attributes(compiled_chart: CompiledChart, record: Step) -> dict[s
         for level in levels:  # outermost first: it wins a tie
             spent = ledger.get(level.path)
             for kind, cap in level.all:
-                left = cap - spent_of(spent, kind) if spent is not None else cap
+                left = max(cap - spent_of(spent, kind) if spent is not None else cap, 0)
                 known = least.get(kind)
                 if known is None or left < known[0]:
-                    least[kind] = (left if left > 0 else 0, level.path)
+                    least[kind] = (left, level.path)
         for kind, (left, path) in least.items():
             left_key, level_key = _binding_keys(kind)
             attributes[left_key] = left
@@ -119,7 +119,7 @@ def annotate(span: Span, record: Step) -> None:
     if _failed_step(record):
         text = e.error or ""
         span.set_status(
-            Status(StatusCode.ERROR, text if capture_content else text.split(":", 1)[0])
+            Status(StatusCode.ERROR, clipped(text) if capture_content else text.split(":", 1)[0])
         )
 
 
@@ -127,5 +127,5 @@ def failed(span: Span, exc: BaseException) -> None:
     """ERROR status and `error.type`; the message only with content capture on (it may be
     what a tool said about a person)."""
     kind = type(exc).__qualname__
-    span.set_status(Status(StatusCode.ERROR, str(exc) if capture_content else kind))
+    span.set_status(Status(StatusCode.ERROR, clipped(str(exc)) if capture_content else kind))
     span.set_attribute(ERROR_TYPE, kind)

@@ -111,29 +111,29 @@ def _exporter(name: str) -> Any:
 
         return ConsoleSpanExporter()
     if name == "otlp":
-        env = os.environ
-        protocol = (
-            env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            or "http/protobuf"
-        )
-        return _otlp(protocol.strip().lower())
+        for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            protocol = os.environ.get(variable, "").strip().lower()
+            if protocol:
+                return _otlp(protocol, f"{variable}={protocol}")
+        return _otlp("http/protobuf", "OTEL_TRACES_EXPORTER=otlp")
     if name in ("otlp_proto_http", "otlp_proto_grpc"):
-        return _otlp("grpc" if name.endswith("grpc") else "http/protobuf")
+        protocol = "grpc" if name.endswith("grpc") else "http/protobuf"
+        return _otlp(protocol, f"OTEL_TRACES_EXPORTER={name}")
     raise TracingConfigError(
         f"OTEL_TRACES_EXPORTER names {name!r}, which statechart cannot set up; "
         "use otlp, console or none"
     )
 
 
-def _otlp(protocol: str) -> Any:
-    """The OTLP span exporter for `protocol`, reading the `OTEL_EXPORTER_OTLP_*` variables."""
+def _otlp(protocol: str, asked: str = "exporter='otlp'") -> Any:
+    """The OTLP span exporter for `protocol`, reading the `OTEL_EXPORTER_OTLP_*` variables;
+    `asked` says which setting chose it, for the error when it cannot be set up."""
     if protocol == "http/protobuf":
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError:
             raise TracingConfigError(
-                f"OTLP/HTTP export needs the otlp extra: {_OTLP_EXTRA}"
+                f"{asked} needs OTLP/HTTP export, which needs the otlp extra: {_OTLP_EXTRA}"
             ) from None
         return OTLPSpanExporter()
     if protocol == "grpc":
@@ -143,11 +143,8 @@ def _otlp(protocol: str) -> Any:
             )
         except ImportError:
             raise TracingConfigError(
-                f"OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs {_GRPC_PACKAGE} (pip install "
-                f"{_GRPC_PACKAGE}), or use http/protobuf (Jaeger and collectors take it on "
-                "port 4318)"
+                f"{asked} needs {_GRPC_PACKAGE} (pip install {_GRPC_PACKAGE}), or use "
+                "http/protobuf (Jaeger and collectors take it on port 4318)"
             ) from None
         return GrpcSpanExporter()
-    raise TracingConfigError(
-        f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc"
-    )
+    raise TracingConfigError(f"{asked} is not a supported protocol; use http/protobuf or grpc")

@@ -1,9 +1,9 @@
-"""OpenTelemetry spans for runs: one trace per run, a span per drive, state visit, model
-call, tool call and transition, with the GenAI attribute names.
+"""OpenTelemetry spans for runs: one trace per run; a span per drive and per state visit,
+and exactly one per transition (its model call's `chat` span, its tool call's
+`execute_tool` span, or a `transition` span), with the GenAI attribute names.
 
 Only the OpenTelemetry API is used here; without a configured SDK every span is a
-no-op and nothing is exported. `configure()` (the one place that touches the SDK)
-sets up OTLP/HTTP export from the standard `OTEL_EXPORTER_OTLP_*` variables.
+no-op and nothing is exported (`tracing.setup` is the one place that touches the SDK).
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ from statechart.tracing.attributes import (
     RUN_ID,
     SCHEMA_URL,
     STATE,
+    STEP,
 )
-
-"""Put tool arguments and results on spans (they may hold personal data): off unless set."""
 
 _TRACER = "statechart"
 
@@ -209,7 +208,7 @@ class RunTrace:
         """Keep what came back for the span; a step cut off (cancelled) ends it here."""
         self.effect_end(self._span, outcome)
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
-            self._span = None
+            self._span, self._unnamed = None, False
 
     def after_step(self, *, before: Run, record: Step, started_ns: int) -> Step:
         """Describe the transition on its span (opened now for a record made outside a
@@ -226,7 +225,8 @@ class RunTrace:
         return record
 
     def step_stored(self, *, record: Step, error: BaseException | None = None) -> None:
-        """End the transition's span (as an error when the store refused the record)."""
+        """End the transition's span: with its `statechart.step` once its event is stored,
+        as an error without one when the store refused it."""
         span, self._span = self._span, None
         self.transition_end(span, record, stored=error is None, error=error)
 
@@ -249,7 +249,7 @@ class RunTrace:
                     "statechart.visit": run.visits.get(path, 0),
                 }
                 if facts.capture_content and path in run.contexts:  # a ported sub-chart
-                    attributes[INPUT] = canonical_json(run.contexts[path])
+                    attributes[INPUT] = content.clipped(canonical_json(run.contexts[path]))
                 span = self.states[path] = self.tracer.start_span(
                     f"state {path}",
                     context=trace.set_span_in_context(parent),
@@ -396,16 +396,26 @@ class RunTrace:
         own budget level's figures. A transition that was not stored ends as an error."""
         if span is None:
             return
-        if not stored:
+        if stored:
+            span.set_attribute(STEP, record.event.seq)
+        else:
             facts.failed(span, error or ConflictError("another writer appended first"))
         span.end()
-        exited = record.event.exited
-        if stored and exited:
-            self._contexts.clear()  # the open state spans changed
-            for path in exited:
-                state_span = self.states.pop(path, None)
-                if state_span is not None:
-                    self._end_state(state_span, path, record.run)
+        if not stored:
+            return
+        e = record.event
+        exited = e.exited
+        if e.trigger == "migrate":  # states the migrated run is no longer in
+            exited = tuple(p for p in self.states if p not in self._around(record.run.state))
+        for path in exited:
+            state_span = self.states.pop(path, None)
+            if state_span is not None:
+                self._contexts.clear()  # the open state spans changed
+                self._end_state(state_span, path, record.run)
+
+    def _around(self, leaf: str) -> tuple[str, ...]:
+        nodes = self.compiled_chart.nodes
+        return self.compiled_chart.ancestors(leaf) if leaf in nodes else ()
 
     def _end_state(self, span: Span, path: str, run: Run | None) -> None:
         level = self.compiled_chart.levels.get(path)
@@ -419,6 +429,8 @@ class RunTrace:
             self.root.end()
             return
         if self._span is not None:  # a transition made but never stored or refused
+            if error is not None:
+                facts.failed(self._span, error)
             self._span.end()
             self._span = None
         for path in sorted(self.states, key=len, reverse=True):
@@ -446,6 +458,12 @@ def human_transition(compiled_chart: CompiledChart, record: Step, start_ns: int)
         return None
     facts.annotate(span, record)
     return span
+
+
+def stored(span: Span | None, record: Step) -> None:
+    """Mark `span` as its transition's, now that the event is stored (`statechart.step`)."""
+    if span is not None:
+        span.set_attribute(STEP, record.event.seq)
 
 
 @contextmanager

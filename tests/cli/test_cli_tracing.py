@@ -146,8 +146,14 @@ def test_console_exporter_prints_the_spans(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("otel", "says"),
     [
-        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "needs opentelemetry-exporter-otlp-proto-grpc"),
-        ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "'http/json' is not supported"),
+        (
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc",
+        ),
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json is not a supported protocol",
+        ),
         ({"OTEL_TRACES_EXPORTER": "zipkin"}, "names 'zipkin', which statechart cannot set up"),
     ],
     ids=["grpc-missing", "http-json", "unknown-exporter"],
@@ -271,3 +277,40 @@ print(json.dumps([tracing.configure_from_environment() is None,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [True, True]
+
+
+OWN_PROVIDER = """
+import atexit
+import sys
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply
+
+mine = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(mine))
+trace.set_tracer_provider(provider)  # the application's own, installed on import
+atexit.register(lambda: print("mine:", len(mine.get_finished_spans()), file=sys.stderr))
+
+
+def demo_model():
+    return FunctionModel(lambda request: reply(call("next_state", target="done")), spec="demo:own")
+
+
+chart = Chart("own", budget=Budget(max_steps=5), states=(State("work", instructions="Go."),
+              State("done", kind="terminal")), edges=(Edge("work", "done"),))
+"""
+
+
+def test_a_chart_module_that_installs_its_own_provider_keeps_it(tmp_path: Path) -> None:
+    """The command sets tracing up only after loading the chart, so the application's
+    provider (installed when its module is imported) gets the spans, not the console."""
+    (tmp_path / "own.py").write_text(OWN_PROVIDER)
+    done = cli(tmp_path, env(OTEL_TRACES_EXPORTER="console"), "run", "own.py:chart")
+    assert '"name": ' not in done.stdout  # the console exporter was never set up
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("mine: ")]
+    assert int(line.split()[1]) == 2 + 2 + 2  # first span, drive, 2 states, 2 transitions
