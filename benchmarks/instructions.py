@@ -62,28 +62,12 @@ def one(kind: str, steps: int) -> None:
     anyio.run(main)
 
 
-def counted(kind: str, steps: int) -> tuple[int, int]:
-    """Instructions of one process running `one(kind, steps)` under callgrind, and the
-    transitions it made."""
+def callgrind(command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Instructions of one process running `command` under callgrind, and its stdout."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        here = Path(__file__).resolve().parent
-        env = {
-            **os.environ,
-            "PYTHONPATH": f"{here.parent}{os.pathsep}{here}",
-            "PYTHONHASHSEED": "0",
-        }
         done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--one",
-                kind,
-                str(steps),
-            ],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
             check=True,
             env=env,
             capture_output=True,
@@ -91,7 +75,17 @@ def counted(kind: str, steps: int) -> tuple[int, int]:
         )
         found = re.search(r"^summary:\s*(\d+)", out.read_text(), re.MULTILINE)
         assert found is not None, "callgrind wrote no summary"
-        return int(found.group(1)), int(done.stdout.split()[-1])
+        return int(found.group(1)), done.stdout
+
+
+def counted(kind: str, steps: int) -> tuple[int, int]:
+    """Instructions of one process running `one(kind, steps)` under callgrind, and the
+    transitions it made."""
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}", "PYTHONHASHSEED": "0"}
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", kind, str(steps)]
+    instructions, stdout = callgrind(command, env)
+    return instructions, int(stdout.split()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -422,36 +422,15 @@ def counted(config: str, steps: int) -> None:
 
 def instructions() -> dict[str, Any]:
     """Instructions per transition of off, sdk_batch_noop and the bare SDK's one span."""
-    import re
-    import tempfile
+    from instructions import callgrind
 
     per: dict[str, float] = {}
+    env = {**child_env("http://127.0.0.1:9"), "PYTHONHASHSEED": "0"}
     for config in ("off", "sdk_batch_noop", "floor", "bare"):
         found = []
         for steps in INSTRUCTION_SIZES:
-            with tempfile.TemporaryDirectory() as tmp:
-                done = subprocess.run(
-                    [
-                        "valgrind",
-                        "--tool=callgrind",
-                        f"--callgrind-out-file={tmp}/out",
-                        sys.executable,
-                        str(Path(__file__).resolve()),
-                        "--counted",
-                        config,
-                        "--steps",
-                        str(steps),
-                    ],
-                    cwd=ROOT,
-                    env=child_env("http://127.0.0.1:9"),
-                    capture_output=True,
-                    text=True,
-                    timeout=1200,
-                )
-            match = re.search(r"Collected : (\d+)", done.stderr)
-            if done.returncode != 0 or match is None:
-                raise SystemExit(f"callgrind of {config} failed:\n{done.stderr[-2000:]}")
-            found.append(int(match.group(1)))
+            script = [sys.executable, str(Path(__file__).resolve()), "--counted", config]
+            found.append(callgrind([*script, "--steps", str(steps)], env)[0])
         per[config] = (found[1] - found[0]) / (INSTRUCTION_SIZES[1] - INSTRUCTION_SIZES[0])
         print(f"instructions: {config} {per[config]:,.0f} per transition", file=sys.stderr)
     added = per["sdk_batch_noop"] - per["off"]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from statechart import MemoryStore, Request, ToolSpec, run_to_end, start
+from statechart import MemoryStore, run_to_end, start
 from statechart.models.anthropic import AnthropicModel
 from statechart.models.pricing import Price
-from tests.models.test_openai import chart
+from tests.models.test_openai import chart, leaving
 from tests.support.provider_server import Provider, serve
 
 pytestmark = pytest.mark.anyio
@@ -167,12 +167,5 @@ async def test_the_reply_keeps_the_providers_stop_reason(provider: Provider) -> 
     `gen_ai.response.finish_reasons`)."""
     provider.answer(message(("t1", "next_state", {"target": "done"})))
     m = AnthropicModel("tiny-2", base_url=provider.url, api_key="test", max_retries=0, timeout=10)
-    request = Request(
-        state="s",
-        instructions="",
-        context={},
-        transcript=(),
-        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
-    )
-    got = await m.complete(request)
+    got = await m.complete(leaving())
     assert (got.finish_reason, got.tool_calls[0].name) == ("tool_use", "next_state")

@@ -62,6 +62,17 @@ def chart() -> Chart:
     )
 
 
+def leaving() -> Request:
+    """A request offering only `next_state`, for an adapter's `complete` alone."""
+    return Request(
+        state="s",
+        instructions="",
+        context={},
+        transcript=(),
+        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
+    )
+
+
 def completion(
     *calls: tuple[str, str, str], content: str | None = None, tokens: tuple[int, int] = (100, 20)
 ) -> dict[str, Any]:
@@ -276,14 +287,7 @@ async def test_a_dated_snapshot_of_a_priced_model_is_not_free(
         max_retries=0,
         timeout=10,
     )
-    request = Request(
-        state="s",
-        instructions="",
-        context={},
-        transcript=(),
-        tools=(ToolSpec(name="next_state", description="leave", parameters={"type": "object"}),),
-    )
-    got = await model.complete(request)
+    got = await model.complete(leaving())
     assert got.usage.cost_micros == 150_000  # gpt-4o-mini's input price, $0.15 per M
     assert got.finish_reason == "tool_calls"  # the provider's own word, for the chat span
 
