@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -28,14 +28,26 @@ from statechart.engine.replay import replay
 from tests.engine.test_advance import chart, finish
 from tests.engine.test_human import chart as approval_chart
 from tests.support.helpers import run_script
+from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["memory", "memory_objects", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture(params=["memory", "memory_objects", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param.startswith("memory"):
         yield MemoryStore(encode=request.param == "memory")
+        return
+    if request.param == "postgres":
+        from statechart.store.postgres import PostgresStore
+
+        if request.getfixturevalue("anyio_backend") != "asyncio":
+            pytest.skip("PostgresStore runs on asyncio only (psycopg's async API)")
+
+        with fresh_database() as dsn:
+            postgres = PostgresStore(dsn)
+            yield postgres
+            await postgres.close()
         return
     sqlite = SQLiteStore(tmp_path / "runs.db")
     yield sqlite

@@ -1,0 +1,494 @@
+"""The shared durable store: PostgreSQL through psycopg 3 (async) and a psycopg_pool pool.
+
+The same shape as the SQLite store: one row per transition in `event_rows` (keyed
+`(run number << 32) | seq`, the same codec as `rows.py`, bodies in JSONB), the runs row
+(snapshot, status, lease) written behind, whole snapshots in `bases`. Isolation: READ
+COMMITTED, PostgreSQL's default, is enough because every write that must not interleave
+locks the run's row first (`SELECT ... FOR UPDATE`): an append, a renewal, an acquisition
+and a release of one run are serialised on that row, and the primary key on the event id
+fences two appends of one seq. See docs/persistence.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from statechart import failpoints
+from statechart.errors import (
+    ConflictError,
+    CorruptRowError,
+    LeaseHeldError,
+    LeaseLostError,
+    RunNotFoundError,
+    StoreError,
+)
+from statechart.records.messages import Message
+from statechart.records.run import Event, Intent, Run, Status, Step
+from statechart.records.summary import RunSummary
+from statechart.store.base import (
+    DEFAULT_LEASE_TTL,
+    DEFAULT_SNAPSHOT_EVERY,
+    Lease,
+    Loaded,
+    lease_holder,
+)
+from statechart.store.process import identity, known_dead
+from statechart.store.rows import (
+    COLUMNS,
+    READ,
+    SEQ_BITS,
+    SEQ_MASK,
+    TOTALS,
+    event_of,
+    event_row,
+    intents_of,
+    key_of,
+    messages_of,
+    parse,
+    summary_row,
+)
+
+Params = Sequence[Any] | Mapping[str, Any]
+SCHEMA_VERSION = 1
+_JSONB = {"messages", "body"}
+_COLUMNS = [c.strip() for c in COLUMNS.split(",")]
+_INSERT_EVENT = "INSERT INTO event_rows ({}) VALUES ({})".format(
+    ", ".join(_COLUMNS), ", ".join("%s::jsonb" if c in _JSONB else "%s" for c in _COLUMNS)
+)
+_READ = READ.replace("messages, body", "messages::text, body::text")
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE runs (
+            num BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            chart TEXT NOT NULL,
+            status TEXT NOT NULL,
+            state TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            snapshot JSONB NOT NULL,
+            lease_holder TEXT,
+            lease_expires DOUBLE PRECISION NOT NULL DEFAULT 0,
+            lease_seq BIGINT,
+            lease_process TEXT
+        )""",
+        "CREATE INDEX runs_by_status ON runs (status, chart)",
+        """CREATE TABLE bases (
+            run_id TEXT NOT NULL, seq BIGINT NOT NULL, snapshot JSONB NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE event_rows (
+            id BIGINT PRIMARY KEY, time DOUBLE PRECISION NOT NULL, source TEXT NOT NULL,
+            target TEXT NOT NULL, trigger TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT,
+            tool TEXT, refused TEXT, error TEXT, steps BIGINT NOT NULL,
+            model_calls BIGINT NOT NULL, tool_calls BIGINT NOT NULL,
+            input_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
+            cost_micros BIGINT NOT NULL, wall_ms BIGINT NOT NULL, intent TEXT, key TEXT,
+            by TEXT, fingerprint TEXT, exhausted TEXT, edge TEXT, closes TEXT, span TEXT,
+            visit BIGINT, messages JSONB, body JSONB NOT NULL, intent_state TEXT,
+            intent_call TEXT, run_steps BIGINT, run_model_calls BIGINT,
+            run_tool_calls BIGINT, run_input_tokens BIGINT, run_output_tokens BIGINT,
+            run_cost_micros BIGINT, run_wall_ms BIGINT
+        )""",
+        """CREATE TABLE intent_rows (
+            run_id TEXT NOT NULL, seq BIGINT NOT NULL, call_id TEXT NOT NULL,
+            state TEXT NOT NULL, tool TEXT NOT NULL, call TEXT NOT NULL, key TEXT
+        )""",
+        """CREATE TABLE charts (
+            version TEXT PRIMARY KEY, description TEXT NOT NULL, source TEXT
+        )""",
+    ),
+}
+"""Numbered migrations, each run in one transaction (`statechart_schema` says which ran);
+add a version by appending, never edit a released one."""
+
+
+class PostgresStore:
+    """Runs in one PostgreSQL database, shared by every process that opens it.
+
+    Each transition is one transaction appending one event row; the runs row (snapshot,
+    status, state) is written behind it: on a status change, every `snapshot_every`
+    events and when the lease is released, as in `SQLiteStore`. Call `await close()`
+    when done. Needs the `postgres` extra (`pip install 'statechart-agents[postgres]'`) and
+    an asyncio event loop (psycopg's async API runs on asyncio only).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+        max_connections: int = 4,
+    ) -> None:
+        try:
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError:
+            raise StoreError(
+                "PostgresStore needs the postgres extra: pip install 'statechart-agents[postgres]'"
+            ) from None
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every={snapshot_every}; use 1 or more")
+        self.dsn = dsn
+        self.snapshot_every = snapshot_every
+        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=max_connections, open=False)
+        self._opened = False
+        self._behind: dict[str, Run] = {}
+        """run id -> the run after its last append, when its snapshot was not written"""
+
+    async def _connection(self) -> Any:
+        if not self._opened:
+            self._opened = True
+            await self._pool.open(wait=True)
+            async with self._pool.connection() as conn:
+                await _migrate(conn)
+        return self._pool.connection()
+
+    async def close(self) -> None:
+        """Close the pool's connections."""
+        if self._opened:
+            await self._pool.close()
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
+        import psycopg
+
+        snapshot = run.model_dump_json(exclude_defaults=True)
+        async with await self._connection() as conn:
+            try:
+                async with conn.transaction():
+                    await conn.execute(
+                        "INSERT INTO runs (run_id, chart, status, state, seq, snapshot) "
+                        "VALUES (%s, %s, %s, %s, %s, %s::jsonb)",
+                        (run.run_id, run.chart, run.status, run.state, run.seq, snapshot),
+                    )
+                    await conn.execute(
+                        "INSERT INTO bases (run_id, seq, snapshot) VALUES (%s, %s, %s::jsonb)",
+                        (run.run_id, run.seq, snapshot),
+                    )
+                    for i in intents:
+                        await conn.execute(
+                            "INSERT INTO intent_rows (run_id, call_id, seq, state, tool, call, "
+                            "key) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                            (
+                                run.run_id,
+                                i.call.id,
+                                i.seq,
+                                i.state,
+                                i.call.name,
+                                i.call.model_dump_json(),
+                                i.key,
+                            ),
+                        )
+            except psycopg.errors.UniqueViolation:
+                raise ConflictError(
+                    f"run {run.run_id} already exists; choose another run id"
+                ) from None
+
+    async def append(self, step: Step, lease: Lease | None = None) -> None:
+        import psycopg
+
+        event, run = step.event, step.run
+        run_id = event.run_id
+        async with await self._connection() as conn:
+            try:
+                async with conn.transaction():
+                    num, status, snapshot_seq, holder, seq = await _head(conn, run_id, lock=True)
+                    if lease is not None and holder != lease.holder:
+                        raise LeaseLostError(
+                            f"driver {lease.holder} lost the lease of run {run_id} to "
+                            f"{holder or 'nobody'} (it expired); stop driving it"
+                        )
+                    if event.seq != seq + 1:
+                        raise ConflictError(
+                            f"run {run_id} is at seq {seq}, not {event.seq - 1}: another "
+                            "writer advanced it; reload the run"
+                        )
+                    await conn.execute(_INSERT_EVENT, event_row(step, num))
+                    behind = (
+                        lease is not None
+                        and not step.base
+                        and run.status == status
+                        and event.seq - snapshot_seq < self.snapshot_every
+                    )
+                    if not behind:
+                        failpoints.hit("store.append.snapshot")
+                        await _write_snapshot(
+                            conn, num, run, others=lease is None and holder is not None
+                        )
+                        if step.base:
+                            await conn.execute(
+                                "INSERT INTO bases (run_id, seq, snapshot) "
+                                "VALUES (%s, %s, %s::jsonb)",
+                                (run_id, event.seq, run.model_dump_json(exclude_defaults=True)),
+                            )
+                    failpoints.hit("store.append.uncommitted")
+            except psycopg.errors.UniqueViolation:
+                raise ConflictError(
+                    f"run {run_id} already has event {event.seq}; reload the run"
+                ) from None
+        if behind:
+            self._behind[run_id] = run
+        else:
+            self._behind.pop(run_id, None)
+
+    async def renew(self, lease: Lease) -> None:
+        async with await self._connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "UPDATE runs SET lease_expires=%s WHERE run_id=%s AND lease_holder=%s "
+                "AND lease_expires > 0",
+                (time.time() + lease.ttl, lease.run_id, lease.holder),
+            )
+            if cur.rowcount != 1:
+                found = await (
+                    await conn.execute(
+                        "SELECT lease_holder FROM runs WHERE run_id=%s", (lease.run_id,)
+                    )
+                ).fetchone()
+                raise LeaseLostError(
+                    f"driver {lease.holder} lost the lease of run {lease.run_id} to "
+                    f"{found[0] if found and found[0] else 'nobody'}; stop driving it"
+                )
+            failpoints.hit("store.renew.uncommitted")
+
+    async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
+        async with await self._connection() as conn, conn.transaction():
+            found = await (
+                await conn.execute(
+                    "SELECT lease_holder, lease_expires, lease_seq, lease_process FROM runs "
+                    "WHERE run_id=%s FOR UPDATE",
+                    (run_id,),
+                )
+            ).fetchone()
+            if found is None:
+                raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store")
+            current, expires, last_seq, process = found
+            now = time.time()
+            if current is not None and expires > now and not known_dead(process):
+                raise LeaseHeldError(
+                    f"run {run_id} is being driven by {current} (lease expires in "
+                    f"{expires - now:.1f} s); wait for it, or cancel the run"
+                )
+            _, _, _, _, seq = await _head(conn, run_id)
+            mine = lease_holder(holder)
+            await conn.execute(
+                "UPDATE runs SET lease_holder=%s, lease_expires=%s, lease_seq=%s, "
+                "lease_process=%s WHERE run_id=%s",
+                (mine, now + ttl, seq, identity(), run_id),
+            )
+        return Lease(
+            run_id,
+            mine,
+            ttl,
+            took_over=current is not None,
+            previous=current,
+            previous_seq=seq if current is not None and last_seq != -1 else None,
+        )
+
+    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+        behind = self._behind.get(lease.run_id)
+        async with await self._connection() as conn, conn.transaction():
+            found = await (
+                await conn.execute(
+                    "UPDATE runs SET lease_holder=CASE WHEN %s THEN NULL ELSE lease_holder END, "
+                    "lease_expires=0 WHERE run_id=%s AND lease_holder=%s RETURNING num",
+                    (clean, lease.run_id, lease.holder),
+                )
+            ).fetchone()
+            if behind is not None and found is not None:
+                await _write_snapshot(conn, found[0], behind)
+            failpoints.hit("store.release.uncommitted")
+        if found is not None:
+            self._behind.pop(lease.run_id, None)
+
+    async def save_chart(self, version: str, description: str, source: str | None = None) -> None:
+        async with await self._connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO charts (version, description) VALUES (%s, %s) "
+                "ON CONFLICT (version) DO NOTHING",
+                (version, description),
+            )
+            if source is not None:
+                await conn.execute(
+                    "UPDATE charts SET source=%s WHERE version=%s", (source, version)
+                )
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def _one(self, sql: str, args: Params) -> Any:
+        async with await self._connection() as conn:
+            return await (await conn.execute(sql, args)).fetchone()
+
+    async def _all(self, sql: str, args: Params) -> list[Any]:
+        async with await self._connection() as conn:
+            return list(await (await conn.execute(sql, args)).fetchall())
+
+    async def chart_source(self, version: str) -> str | None:
+        found = await self._one("SELECT source FROM charts WHERE version=%s", (version,))
+        return None if found is None or found[0] is None else str(found[0])
+
+    async def chart_description(self, version: str) -> str | None:
+        found = await self._one("SELECT description FROM charts WHERE version=%s", (version,))
+        return None if found is None else str(found[0])
+
+    async def _num(self, run_id: str) -> int:
+        found = await self._one("SELECT num FROM runs WHERE run_id=%s", (run_id,))
+        if found is None:
+            raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store")
+        return int(found[0])
+
+    async def load(self, run_id: str) -> Loaded:
+        found = await self._one("SELECT num, snapshot::text FROM runs WHERE run_id=%s", (run_id,))
+        if found is None:
+            raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store")
+        num, snapshot = found[0], parse(Run, found[1], f"runs row of run {run_id}")
+        rows = await self._all(
+            f"SELECT {_READ} FROM event_rows WHERE id BETWEEN %s AND %s ORDER BY id",
+            (key_of(num, snapshot.seq + 1), key_of(num, SEQ_MASK)),
+        )
+        return Loaded(snapshot, tuple(event_of(run_id, tuple(row)) for row in rows))
+
+    async def base(self, run_id: str, at: int | None = None) -> Run:
+        found = await self._one(
+            "SELECT seq, snapshot::text FROM bases WHERE run_id=%s AND seq<=%s "
+            "ORDER BY seq DESC LIMIT 1",
+            (run_id, at if at is not None else 2**62),
+        )
+        if found is None:
+            await self._num(run_id)
+            raise CorruptRowError(f"run {run_id} has no base snapshot in the PostgreSQL store")
+        return parse(Run, found[1], f"bases row of run {run_id} at seq {found[0]}")
+
+    async def runs(self, *, status: Status | None = None, chart: str | None = None) -> list[Run]:
+        rows = await self._all(
+            "SELECT run_id, snapshot::text FROM runs WHERE (%(s)s::text IS NULL OR status=%(s)s) "
+            "AND (%(c)s::text IS NULL OR chart=%(c)s) ORDER BY num",
+            {"s": status, "c": chart},
+        )
+        return [parse(Run, snap, f"runs row of run {rid}") for rid, snap in rows]
+
+    async def summaries(
+        self, *, status: Status | None = None, chart: str | None = None
+    ) -> list[RunSummary]:
+        rows = await self._all(
+            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
+            "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
+            "(r.snapshot->'ledger'->'root')::text, "
+            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
+            "FROM runs r LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
+            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
+            "WHERE (%(s)s::text IS NULL OR r.status=%(s)s) "
+            "AND (%(c)s::text IS NULL OR r.chart=%(c)s) ORDER BY r.num",
+            {"s": status, "c": chart},
+        )
+        return [summary_row(tuple(row)) for row in rows]
+
+    async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
+        num = await self._num(run_id)
+        rows = await self._all(
+            f"SELECT {_READ} FROM event_rows WHERE id BETWEEN %s AND %s ORDER BY id",
+            (key_of(num, after + 1), key_of(num, SEQ_MASK)),
+        )
+        return [event_of(run_id, tuple(row)) for row in rows]
+
+    async def transcript(self, run_id: str, visit: int) -> list[Message]:
+        num = await self._num(run_id)
+        rows = await self._all(
+            f"SELECT id & {SEQ_MASK}, messages::text FROM event_rows WHERE id BETWEEN %s AND %s "
+            "AND visit=%s AND messages IS NOT NULL ORDER BY id",
+            (key_of(num, visit), key_of(num, SEQ_MASK), visit),
+        )
+        return messages_of(rows, run_id)
+
+    async def fingerprints(self, run_id: str) -> set[str]:
+        num = await self._num(run_id)
+        rows = await self._all(
+            "SELECT fingerprint FROM event_rows WHERE id BETWEEN %s AND %s "
+            "AND fingerprint IS NOT NULL",
+            (key_of(num, 0), key_of(num, SEQ_MASK)),
+        )
+        return {found for (found,) in rows}
+
+    async def intents(self, run_id: str) -> list[Intent]:
+        num = await self._num(run_id)
+        span = (key_of(num, 0), key_of(num, SEQ_MASK))
+        rows = await self._all(
+            "SELECT call_id, seq, state, call, key FROM intent_rows WHERE run_id=%s", (run_id,)
+        )
+        rows += await self._all(
+            f"SELECT intent, id & {SEQ_MASK}, intent_state, intent_call, key FROM event_rows "
+            "WHERE id BETWEEN %s AND %s AND intent_call IS NOT NULL",
+            span,
+        )
+        closes = await self._all(
+            f"SELECT id & {SEQ_MASK}, closes FROM event_rows WHERE id BETWEEN %s AND %s "
+            "AND closes IS NOT NULL",
+            span,
+        )
+        return intents_of(
+            sorted((tuple(r) for r in rows), key=lambda row: row[1]),
+            [tuple(c) for c in closes],
+            run_id,
+        )
+
+
+async def _head(conn: Any, run_id: str, *, lock: bool = False) -> tuple[int, str, int, Any, int]:
+    """(number, status, snapshot seq, lease holder, live seq) of a stored run; `lock` holds
+    its row until the transaction ends."""
+    found = await (
+        await conn.execute(
+            f"SELECT num, status, seq, lease_holder FROM runs WHERE run_id=%s"
+            f"{' FOR UPDATE' if lock else ''}",
+            (run_id,),
+        )
+    ).fetchone()
+    if found is None:
+        raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store; create it first")
+    num, status, snapshot_seq, holder = found
+    last = await (
+        await conn.execute(
+            "SELECT max(id) FROM event_rows WHERE id BETWEEN %s AND %s",
+            (key_of(num, 0), key_of(num, SEQ_MASK)),
+        )
+    ).fetchone()
+    seq = snapshot_seq if last[0] is None else max(snapshot_seq, last[0] & SEQ_MASK)
+    return num, status, snapshot_seq, holder, seq
+
+
+async def _write_snapshot(conn: Any, num: int, run: Run, *, others: bool = False) -> None:
+    """Write `run` as the run's snapshot unless a later one is stored."""
+    await conn.execute(
+        "UPDATE runs SET status=%s, state=%s, seq=%s, snapshot=%s::jsonb"
+        f"{', lease_seq=-1' if others else ''} WHERE num=%s AND seq<=%s",
+        (
+            run.status,
+            run.state,
+            run.seq,
+            run.model_dump_json(exclude_defaults=True),
+            num,
+            run.seq,
+        ),
+    )
+
+
+async def _migrate(conn: Any) -> None:
+    """Bring the database up to `SCHEMA_VERSION`, one migration per transaction; refuse a
+    newer one. Concurrent openers serialise on an advisory lock."""
+    from statechart.errors import SchemaVersionError
+
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(7446134)")
+        await conn.execute("CREATE TABLE IF NOT EXISTS statechart_schema (version INT NOT NULL)")
+        found = await (await conn.execute("SELECT max(version) FROM statechart_schema")).fetchone()
+        current = found[0] or 0
+        if current > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the database has statechart schema {current}; this package knows up to "
+                f"{SCHEMA_VERSION}: upgrade statechart"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)
+            await conn.execute("INSERT INTO statechart_schema (version) VALUES (%s)", (version,))
