@@ -40,10 +40,16 @@ from statechart import (
 )
 from statechart.models import register
 
+
+def beside_store(name: str) -> Path:
+    """A data file next to the SQLite store the `statechart` command uses (`STATECHART_DB`),
+    or in the working directory when the store is a PostgreSQL database."""
+    store = os.environ.get("STATECHART_DB", "statechart.db")
+    return Path(name) if "://" in store else Path(store).with_name(name)
+
+
 ORDERS = {"A-7": {"customer": "acme", "amount_cents": 2000, "status": "charged twice"}}
-BANK = os.environ.get("REFUND_DESK_BANK") or str(
-    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("refund_bank.db")
-)
+BANK = os.environ.get("REFUND_DESK_BANK") or str(beside_store("refund_bank.db"))
 """The payments API's ledger, a SQLite file of its own: one refund per idempotency key."""
 
 

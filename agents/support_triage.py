@@ -45,10 +45,16 @@ from statechart import (
 )
 from statechart.models import register
 
+
+def beside_store(name: str) -> Path:
+    """A data file next to the SQLite store the `statechart` command uses (`STATECHART_DB`),
+    or in the working directory when the store is a PostgreSQL database."""
+    store = os.environ.get("STATECHART_DB", "statechart.db")
+    return Path(name) if "://" in store else Path(store).with_name(name)
+
+
 FIXTURE = Path(__file__).with_name("helpdesk.json")
-HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK") or str(
-    Path(os.environ.get("STATECHART_DB", "statechart.db")).with_name("helpdesk.db")
-)
+HELPDESK = os.environ.get("SUPPORT_TRIAGE_HELPDESK") or str(beside_store("helpdesk.db"))
 """The helpdesk: a SQLite file of tickets, knowledge-base articles, accounts and sent
 replies, created from `helpdesk.json` the first time it is opened."""
 OUTBOX: list[str] = []

@@ -6,6 +6,7 @@ traceback). Charts are loaded by path: `statechart run agents/support_triage.py:
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run
+from statechart.store.base import Store
 from statechart.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
@@ -38,8 +40,15 @@ app = typer.Typer(
 )
 _DEBUG = {"on": False}
 
-Db = Annotated[Path, typer.Option("--db", help="The SQLite store.")]
-DB_DEFAULT = Path("statechart.db")
+Db = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="STATECHART_DB",
+        help="The store: a SQLite file, or a PostgreSQL DSN (postgresql://HOST/DB).",
+    ),
+]
+DB_DEFAULT = "statechart.db"
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -180,18 +189,41 @@ def _model(spec: str | None, module: ModuleType | None, run: Run | None = None) 
     return found
 
 
-def _use(db: Path) -> None:
+def is_dsn(db: str) -> bool:
+    """Whether `--db` names a PostgreSQL database rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _use(db: str) -> None:
     """Tell agents where the store is (`STATECHART_DB`), so data files they keep (a
-    helpdesk, a bank) live next to it whatever the working directory."""
-    os.environ["STATECHART_DB"] = str(db.resolve())
+    helpdesk, a bank) live next to a SQLite store whatever the working directory."""
+    os.environ["STATECHART_DB"] = db if is_dsn(db) else str(Path(db).resolve())
 
 
-def _existing(db: Path) -> SQLiteStore:
-    """The store at `db`, which must exist (reading commands create nothing)."""
+def _open(db: str) -> Store:
+    """The store `--db` names, created if new: a PostgreSQL DSN or a SQLite file."""
     _use(db)
-    if not db.is_file():
-        raise LoadError(f"no store at {db}; start a run with `statechart run`, or pass --db")
+    if is_dsn(db):
+        from statechart.store.postgres import PostgresStore
+
+        return PostgresStore(db)
     return SQLiteStore(db)
+
+
+def _existing(db: str) -> Store:
+    """The store at `db`, which must exist (reading commands create no SQLite file)."""
+    if not is_dsn(db) and not Path(db).is_file():
+        raise LoadError(f"no store at {db}; start a run with `statechart run`, or pass --db")
+    return _open(db)
+
+
+async def _close(store: Store) -> None:
+    """Close a store, whichever kind (PostgreSQL's close is a coroutine)."""
+    closing = getattr(store, "close", None)
+    if closing is not None:
+        result = closing()
+        if inspect.isawaitable(result):
+            await result
 
 
 ChartOpt = Annotated[
@@ -204,9 +236,7 @@ ChartOpt = Annotated[
 ]
 
 
-async def _chart_of(
-    store: SQLiteStore, run: Run, given: str | None = None
-) -> tuple[Chart, ModuleType]:
+async def _chart_of(store: Store, run: Run, given: str | None = None) -> tuple[Chart, ModuleType]:
     """The run's chart: `--chart` (checked against the run's version, then remembered),
     else the source the store recorded."""
     if given is not None:

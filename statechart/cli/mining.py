@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from statechart.cli.app import _existing, _run, app
+from statechart.cli.app import _close, _existing, _run, app
 
 __all__ = ["app", "drift_command", "mine_command"]
 from statechart.errors import LoadError
@@ -56,11 +56,11 @@ async def _traces(path: Path, chart: str | None = None, *, db: bool = False) -> 
     if db and path.is_file() and not _is_sqlite(path):
         raise LoadError(f"{path} is not a SQLite store; pass a JSONL trace file without --db")
     if db or _is_sqlite(path):
-        store = _existing(path)
+        store = _existing(str(path))
         try:
             return await read_store(store, chart=chart)
         finally:
-            store.close()
+            await _close(store)
     if not path.is_file():
         raise LoadError(
             f"no trace file at {path}; give a JSONL file (one run per line) or --db PATH"
@@ -108,11 +108,11 @@ def mine_command(
         if shadow:
             if db is None:
                 raise LoadError("--shadow reads shadow runs from a store: pass --db PATH")
-            store = _existing(db)
+            store = _existing(str(db))
             try:
                 found = await shadow_refusals(store, chart=chart)
             finally:
-                store.close()
+                await _close(store)
             if as_json:
                 _echo_json(shadow_json(found))
             else:

@@ -21,9 +21,11 @@ from statechart.cli.app import (
     Db,
     ModelOpt,
     _chart_of,
+    _close,
     _existing,
     _model,
     _object,
+    _open,
     _run,
     _trace,
     _use,
@@ -44,7 +46,7 @@ from statechart.runtime.api import reject as reject_run
 from statechart.runtime.api import start
 from statechart.runtime.current import current, load_run
 from statechart.runtime.driver import drive_to_end
-from statechart.store.sqlite import SQLiteStore
+from statechart.store.base import Store
 
 
 def _progress(record: Step, chart: Chart) -> None:
@@ -65,9 +67,7 @@ def _progress(record: Step, chart: Chart) -> None:
     typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note else ""))
 
 
-async def _drive(
-    chart: Chart, run_id: str, store: SQLiteStore, model: Model, *, resuming: bool
-) -> Run:
+async def _drive(chart: Chart, run_id: str, store: Store, model: Model, *, resuming: bool) -> Run:
     def each(record: Step) -> bool:
         _progress(record, chart)
         return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
@@ -80,7 +80,7 @@ async def _drive(
     return last if last is not None else await load_run(chart, run_id, store=store)
 
 
-async def _live(store: SQLiteStore, run_id: str) -> Run:
+async def _live(store: Store, run_id: str) -> Run:
     """The run as it is now: folded with its chart when the snapshot is behind and the
     chart loads; else the snapshot with the live state and seq of its last event."""
     loaded = await store.load(run_id)
@@ -91,7 +91,7 @@ async def _live(store: SQLiteStore, run_id: str) -> Run:
     return loaded.snapshot.model_copy(update={"state": loaded.state, "seq": loaded.seq})
 
 
-def _finish(chart: Chart, run: Run, db: Path) -> int:
+def _finish(chart: Chart, run: Run, db: str) -> int:
     """Print how the run came out (and, when it waits, how to decide); its exit code."""
     outcome = outcome_of(compiled(chart), run)
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
@@ -140,14 +140,14 @@ def run(
         chart.context.model_validate(context)  # every check before the store file exists
         chosen = _model(model, module)
         _trace()
-        store = SQLiteStore(db)
+        store = _open(db)
         # the chart's source first: a kill between the two writes leaves no run behind
         await store.save_chart(chart.version, chart.describe(), chart_source(target))
         failpoints.hit("cli.run.chart_saved")
         first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
         typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
         code = _finish(chart, await _drive(chart, first.run_id, store, chosen, resuming=False), db)
-        store.close()
+        await _close(store)
         return code
 
     raise typer.Exit(_run(go))
@@ -170,7 +170,7 @@ def runs(
         store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
         listed = await store.summaries(status=found, chart=chart)
-        store.close()
+        await _close(store)
         if as_json:
             rows = [
                 {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}
@@ -222,7 +222,7 @@ def show(
             )
         else:
             typer.echo(audit.render(found, events))
-        store.close()
+        await _close(store)
 
     _run(go)
 
@@ -241,7 +241,7 @@ def resume(
         chosen = _model(model, module, current(charted, loaded))
         last = await _drive(charted, run_id, store, chosen, resuming=True)
         code = _finish(charted, last, db)
-        store.close()
+        await _close(store)
         return code
 
     raise typer.Exit(_run(go))
@@ -274,10 +274,10 @@ def approve(
         await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
         typer.echo(f"approved by {by}")
         if chosen is None:  # only recorded: the command drove nothing
-            store.close()
+            await _close(store)
             return OK
         code = _finish(chart, await _drive(chart, run_id, store, chosen, resuming=True), db)
-        store.close()
+        await _close(store)
         return code
 
     raise typer.Exit(_run(go))
@@ -302,7 +302,7 @@ def reject(
             f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
             f"continue with: statechart resume {shlex.quote(run_id)} --db {shlex.quote(str(db))}"
         )
-        store.close()
+        await _close(store)
 
     _run(go)
 
@@ -323,7 +323,7 @@ def cancel(
         _trace()
         await cancel_run(chart, run_id, store=store, reason=reason, by=by)
         typer.echo(f"run {run_id} cancelled")
-        store.close()
+        await _close(store)
 
     _run(go)
 
@@ -347,7 +347,7 @@ def fork(
             f"drive it with: statechart resume {shlex.quote(child.run_id)} "
             f"--db {shlex.quote(str(db))}"
         )
-        store.close()
+        await _close(store)
 
     _run(go)
 
@@ -391,7 +391,7 @@ def draw(
                 else load_chart(target)[0]
             )
             found = current(chart, loaded)
-            store.close()
+            await _close(store)
         elif target is not None:
             chart = load_chart(target)[0]
         else:
