@@ -4,6 +4,7 @@ dropped afterwards. Without a server the test skips with the reason, except unde
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -32,3 +33,15 @@ def fresh_database() -> Iterator[str]:
             yield ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
         finally:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def emptied(dsn: str) -> str:
+    """`dsn`, its statechart tables emptied (for one database shared by many examples)."""
+    import psycopg
+
+    with (
+        psycopg.connect(dsn, autocommit=True) as db,
+        contextlib.suppress(psycopg.errors.UndefinedTable),  # not migrated yet: empty
+    ):
+        db.execute("TRUNCATE runs, bases, event_rows, intent_rows, charts")
+    return dsn
