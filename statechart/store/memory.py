@@ -39,6 +39,9 @@ class MemoryStore:
     keeps the records themselves: the fastest store, for benchmarks of the framework
     alone; values a database would refuse are then not caught.
 
+    Isolation: none needed. It lives in one process, and each method changes its
+    dictionaries without awaiting, so no other task interleaves with a write.
+
     Example:
         ```python
         from statechart import MemoryStore, ScriptedModel, call, reply, run_sync

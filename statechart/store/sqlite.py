@@ -70,6 +70,10 @@ class SQLiteStore:
     written behind it: on a status change, every `snapshot_every` events and when the
     lease is released. See docs/persistence.md.
 
+    Isolation: SQLite's, serialisable. Each write is one `BEGIN IMMEDIATE` transaction
+    (the database's write lock taken at its start) or a single fenced statement, so two
+    writers of one file never interleave; the lease and the event key fence the rest.
+
     Example:
         ```python
         from statechart import ScriptedModel, SQLiteStore, call, reply, run_sync
