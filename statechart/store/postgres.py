@@ -229,6 +229,12 @@ class PostgresStore:
                 raise ConflictError(
                     f"run {run_id} already has event {event.seq}; reload the run"
                 ) from None
+            except psycopg.DataError as exc:
+                raise StoreError(
+                    f"event {event.seq} of run {run_id} cannot be stored in PostgreSQL: "
+                    f"{exc.diag.message_primary or exc} (JSONB refuses the NUL character "
+                    "\\u0000 in text); strip it from the tool's result or arguments"
+                ) from None
         if behind:
             self._behind[run_id] = run
         else:
