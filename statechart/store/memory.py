@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from statechart.errors import ConflictError, LeaseHeldError, LeaseLostError, RunNotFoundError
+from statechart.errors import RunNotFoundError
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
 from statechart.records.summary import RunSummary
@@ -25,6 +25,14 @@ from statechart.store.base import (
     Loaded,
     lease_holder,
     summary_of,
+)
+from statechart.store.rules import (
+    event_exists,
+    lease_held,
+    lease_lost,
+    not_next,
+    run_exists,
+    written_behind,
 )
 
 MESSAGES = TypeAdapter(list[Message])
@@ -83,7 +91,7 @@ class MemoryStore:
 
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         if run.run_id in self._runs:
-            raise ConflictError(f"run {run.run_id} already exists; choose another run id")
+            raise run_exists(run.run_id)
         snapshot = self._put(run)
         self._runs[run.run_id] = snapshot
         self._heads[run.run_id] = [run.seq, run.status, run.chart, run.seq, run.seq]
@@ -101,15 +109,11 @@ class MemoryStore:
             raise RunNotFoundError(f"no run {run_id} in this store; create it first")
         held = self._leases.get(run_id)
         if lease is not None and (held is None or held[0] != lease.holder):
-            raise LeaseLostError(
-                f"driver {lease.holder} lost the lease of run {run_id} to "
-                f"{held[0] if held else 'nobody'}; stop driving it"
-            )
+            raise lease_lost(lease, held[0] if held else None, expired=False)
+        if event.seq <= head[0]:
+            raise event_exists(run_id, event.seq)
         if event.seq != head[0] + 1:
-            raise ConflictError(
-                f"run {run_id} already has event {event.seq} (stored seq is {head[0]}); "
-                "another writer advanced it: reload the run"
-            )
+            raise not_next(run_id, head[0], event.seq)
         row = self._put(event)
         delta = (
             (
@@ -120,12 +124,7 @@ class MemoryStore:
             if step.messages and event.visit is not None
             else None
         )
-        behind = (
-            lease is not None
-            and not step.base
-            and run.status == head[1]
-            and event.seq - head[3] < self.snapshot_every
-        )
+        behind = written_behind(step, lease, head[1], head[3], self.snapshot_every)
         self._events[run_id].append(row)
         head[0] = event.seq
         if behind:
@@ -233,10 +232,7 @@ class MemoryStore:
         now = time.time()
         held = self._leases.get(run_id)
         if held is not None and held[1] > now:
-            raise LeaseHeldError(
-                f"run {run_id} is being driven by {held[0]} (lease expires in "
-                f"{held[1] - now:.1f} s); wait for it, or cancel the run"
-            )
+            raise lease_held(run_id, held[0], held[1] - now)
         mine = lease_holder(holder)
         seq = self._heads[run_id][0]
         self._leases[run_id] = (mine, now + ttl, seq)
@@ -248,10 +244,7 @@ class MemoryStore:
     async def renew(self, lease: Lease) -> None:
         held = self._leases.get(lease.run_id)
         if held is None or held[0] != lease.holder or held[1] == 0.0:  # released (unclean)
-            raise LeaseLostError(
-                f"driver {lease.holder} lost the lease of run {lease.run_id} to "
-                f"{held[0] if held else 'nobody'}; stop driving it"
-            )
+            raise lease_lost(lease, held[0] if held else None, expired=False)
         self._leases[lease.run_id] = (held[0], time.time() + lease.ttl, held[2])
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:

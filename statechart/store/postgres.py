@@ -17,10 +17,7 @@ from typing import Any
 
 from statechart import failpoints
 from statechart.errors import (
-    ConflictError,
     CorruptRowError,
-    LeaseHeldError,
-    LeaseLostError,
     RunNotFoundError,
     StoreError,
 )
@@ -48,6 +45,14 @@ from statechart.store.rows import (
     messages_of,
     parse,
     summary_row,
+)
+from statechart.store.rules import (
+    event_exists,
+    lease_held,
+    lease_lost,
+    not_next,
+    run_exists,
+    written_behind,
 )
 
 Params = Sequence[Any] | Mapping[str, Any]
@@ -183,9 +188,7 @@ class PostgresStore:
                             ),
                         )
             except psycopg.errors.UniqueViolation:
-                raise ConflictError(
-                    f"run {run.run_id} already exists; choose another run id"
-                ) from None
+                raise run_exists(run.run_id) from None
 
     async def append(self, step: Step, lease: Lease | None = None) -> None:
         import psycopg
@@ -197,22 +200,11 @@ class PostgresStore:
                 async with conn.transaction():
                     num, status, snapshot_seq, holder, seq = await _head(conn, run_id, lock=True)
                     if lease is not None and holder != lease.holder:
-                        raise LeaseLostError(
-                            f"driver {lease.holder} lost the lease of run {run_id} to "
-                            f"{holder or 'nobody'} (it expired); stop driving it"
-                        )
+                        raise lease_lost(lease, holder)
                     if event.seq != seq + 1:
-                        raise ConflictError(
-                            f"run {run_id} is at seq {seq}, not {event.seq - 1}: another "
-                            "writer advanced it; reload the run"
-                        )
+                        raise not_next(run_id, seq, event.seq)
                     await conn.execute(_INSERT_EVENT, event_row(step, num))
-                    behind = (
-                        lease is not None
-                        and not step.base
-                        and run.status == status
-                        and event.seq - snapshot_seq < self.snapshot_every
-                    )
+                    behind = written_behind(step, lease, status, snapshot_seq, self.snapshot_every)
                     if not behind:
                         failpoints.hit("store.append.snapshot")
                         await _write_snapshot(
@@ -226,9 +218,7 @@ class PostgresStore:
                             )
                     failpoints.hit("store.append.uncommitted")
             except psycopg.errors.UniqueViolation:
-                raise ConflictError(
-                    f"run {run_id} already has event {event.seq}; reload the run"
-                ) from None
+                raise event_exists(run_id, event.seq) from None
             except psycopg.DataError as exc:
                 raise StoreError(
                     f"event {event.seq} of run {run_id} cannot be stored in PostgreSQL: "
@@ -253,10 +243,7 @@ class PostgresStore:
                         "SELECT lease_holder FROM runs WHERE run_id=%s", (lease.run_id,)
                     )
                 ).fetchone()
-                raise LeaseLostError(
-                    f"driver {lease.holder} lost the lease of run {lease.run_id} to "
-                    f"{found[0] if found and found[0] else 'nobody'}; stop driving it"
-                )
+                raise lease_lost(lease, found[0] if found else None, expired=False)
             failpoints.hit("store.renew.uncommitted")
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
@@ -273,10 +260,7 @@ class PostgresStore:
             current, expires, last_seq, process = found
             now = time.time()
             if current is not None and expires > now and not known_dead(process):
-                raise LeaseHeldError(
-                    f"run {run_id} is being driven by {current} (lease expires in "
-                    f"{expires - now:.1f} s); wait for it, or cancel the run"
-                )
+                raise lease_held(run_id, current, expires - now)
             _, _, _, _, seq = await _head(conn, run_id)
             mine = lease_holder(holder)
             await conn.execute(

@@ -19,10 +19,7 @@ import anyio.to_thread
 
 from statechart import failpoints
 from statechart.errors import (
-    ConflictError,
     CorruptRowError,
-    LeaseHeldError,
-    LeaseLostError,
     RunNotFoundError,
     StoreError,
 )
@@ -53,6 +50,14 @@ from statechart.store.rows import (
     messages_of,
     parse,
     summary_row,
+)
+from statechart.store.rules import (
+    event_exists,
+    lease_held,
+    lease_lost,
+    not_next,
+    run_exists,
+    written_behind,
 )
 from statechart.store.schema import open_schema, transaction
 
@@ -163,9 +168,7 @@ class SQLiteStore:
                     (run.run_id, run.chart, run.status, run.state, run.seq, snapshot),
                 )
             except sqlite3.IntegrityError:
-                raise ConflictError(
-                    f"run {run.run_id} already exists; choose another run id"
-                ) from None
+                raise run_exists(run.run_id) from None
             db.execute(
                 "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
                 (run.run_id, run.seq, snapshot),
@@ -210,27 +213,14 @@ class SQLiteStore:
         with transaction(self._db) as db:
             num, status, snapshot_seq, holder, seq = self._head(db, run_id)
             if lease is not None and holder != lease.holder:
-                raise LeaseLostError(
-                    f"driver {lease.holder} lost the lease of run {run_id} to "
-                    f"{holder or 'nobody'} (it expired); stop driving it"
-                )
+                raise lease_lost(lease, holder)
             if event.seq != seq + 1:
-                raise ConflictError(
-                    f"run {run_id} is at seq {seq}, not {event.seq - 1}: another writer "
-                    "advanced it; reload the run"
-                )
+                raise not_next(run_id, seq, event.seq)
             try:
                 db.execute(INSERT_EVENT, event_row(step, num))
             except sqlite3.IntegrityError:
-                raise ConflictError(
-                    f"run {run_id} already has event {event.seq}; reload the run"
-                ) from None
-            behind = (
-                lease is not None
-                and not step.base
-                and run.status == status
-                and event.seq - snapshot_seq < self.snapshot_every
-            )
+                raise event_exists(run_id, event.seq) from None
+            behind = written_behind(step, lease, status, snapshot_seq, self.snapshot_every)
             if not behind:
                 failpoints.hit("store.append.snapshot")
                 self._write_snapshot(db, num, run, others=lease is None and holder is not None)
@@ -294,10 +284,7 @@ class SQLiteStore:
                 found = db.execute(
                     "SELECT lease_holder FROM runs WHERE run_id=?", (lease.run_id,)
                 ).fetchone()
-                raise LeaseLostError(
-                    f"driver {lease.holder} lost the lease of run {lease.run_id} to "
-                    f"{found[0] if found and found[0] else 'nobody'}; stop driving it"
-                )
+                raise lease_lost(lease, found[0] if found else None, expired=False)
             failpoints.hit("store.renew.uncommitted")
 
     async def acquire(self, run_id: str, holder: str, ttl: float = DEFAULT_LEASE_TTL) -> Lease:
@@ -315,10 +302,7 @@ class SQLiteStore:
             current, expires, last_seq, process = found
             now = time.time()
             if current is not None and expires > now and not known_dead(process):
-                raise LeaseHeldError(
-                    f"run {run_id} is being driven by {current} (lease expires in "
-                    f"{expires - now:.1f} s); wait for it, or cancel the run"
-                )
+                raise lease_held(run_id, current, expires - now)
             num, status, snapshot_seq, _, seq = self._head(db, run_id)
             mine = lease_holder(holder)
             db.execute(
