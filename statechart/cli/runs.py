@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from statechart import failpoints
 from statechart.chart.chart import Chart
 from statechart.cli.app import (
     _STOP,
@@ -25,17 +24,16 @@ from statechart.cli.app import (
     _existing,
     _model,
     _object,
-    _open,
     _run,
     _trace,
-    _use,
     app,
 )
 from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
+from statechart.cli.starting import started
 from statechart.engine import compiled, outcome_of
 from statechart.errors import LoadError, StatechartError
 from statechart.io import audit, diagram
-from statechart.io.loading import chart_source, load_chart
+from statechart.io.loading import load_chart
 from statechart.models.base import Model
 from statechart.records.run import Run, Status, Step
 from statechart.records.spent import spent_of
@@ -43,7 +41,6 @@ from statechart.runtime.api import approve as approve_run
 from statechart.runtime.api import cancel as cancel_run
 from statechart.runtime.api import fork as fork_run
 from statechart.runtime.api import reject as reject_run
-from statechart.runtime.api import start
 from statechart.runtime.current import current, load_run
 from statechart.runtime.driver import drive_to_end
 from statechart.store.base import Store
@@ -133,18 +130,9 @@ def run(
     """
 
     async def go() -> int:
-        _use(db)
-        chart, module = load_chart(target)
-        text = input_file.read_text() if input_file else input or "{}"
-        context = _object(text, "--input-file" if input_file else "--input")
-        chart.context.model_validate(context)  # every check before the store file exists
-        chosen = _model(model, module)
-        _trace()
-        store = _open(db)
-        # the chart's source first: a kill between the two writes leaves no run behind
-        await store.save_chart(chart.version, chart.describe(), chart_source(target))
-        failpoints.hit("cli.run.chart_saved")
-        first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
+        chart, store, chosen, first = await started(
+            target, input, input_file, db, model, run_id, existing_ok=False
+        )
         typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
         code = _finish(chart, await _drive(chart, first.run_id, store, chosen, resuming=False), db)
         await _close(store)

@@ -1,0 +1,108 @@
+"""Starting runs from the command line: `submit` stores a run ready to drive, and `run`
+(cli/runs.py) starts one the same way before driving it."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from statechart import failpoints
+from statechart.chart.chart import Chart
+from statechart.cli.app import (
+    DB_DEFAULT,
+    Db,
+    ModelOpt,
+    _close,
+    _model,
+    _object,
+    _open,
+    _run,
+    _trace,
+    _use,
+    app,
+)
+from statechart.errors import ConflictError, RunNotFoundError
+from statechart.io.loading import chart_source, load_chart
+from statechart.models.base import Model
+from statechart.records.run import Run
+from statechart.runtime.api import start
+from statechart.store.base import Store
+
+
+async def started(
+    target: str,
+    input: str | None,
+    input_file: Path | None,
+    db: str,
+    model: str | None,
+    run_id: str | None,
+    *,
+    existing_ok: bool,
+) -> tuple[Chart, Store, Model, Run]:
+    """Check chart, input and model, then store the chart's source and a new run (or, when
+    `existing_ok`, find the run `run_id` names, if it exists with the same chart)."""
+    _use(db)
+    chart, module = load_chart(target)
+    text = input_file.read_text() if input_file else input or "{}"
+    context = _object(text, "--input-file" if input_file else "--input")
+    chart.context.model_validate(context)  # every check before the store file exists
+    chosen = _model(model, module)
+    _trace()
+    store = _open(db)
+    if existing_ok and run_id is not None:
+        try:
+            found = (await store.load(run_id)).snapshot
+        except RunNotFoundError:
+            found = None
+        if found is not None:
+            if found.chart != chart.name:
+                raise ConflictError(
+                    f"run {run_id} exists and is a run of {found.chart}, not {chart.name}; "
+                    "choose another --run-id"
+                )
+            return chart, store, chosen, found
+    # the chart's source first: a kill between the two writes leaves no run behind
+    await store.save_chart(chart.version, chart.describe(), chart_source(target))
+    failpoints.hit("cli.run.chart_saved")
+    first = await start(chart, store=store, model=chosen, context=context, run_id=run_id)
+    return chart, store, chosen, first
+
+
+@app.command()
+def submit(
+    target: Annotated[
+        str,
+        typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME."),
+    ],
+    input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
+    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
+    db: Db = DB_DEFAULT,
+    model: ModelOpt = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Choose the id; submitting it again is a no-op.")
+    ] = None,
+) -> None:
+    """Store a run ready to drive, without driving it; print its id.
+
+    The same --run-id twice returns the first run. Drive it with `statechart resume RUN_ID`
+    (a worker will pick submitted runs up from a PostgreSQL store).
+
+    Example: statechart submit agents/refund_desk.py:chart --input '{"order_id": "A-7"}'
+    """
+
+    async def go() -> None:
+        _, store, _, found = await started(
+            target, input, input_file, db, model, run_id, existing_ok=True
+        )
+        await _close(store)
+        typer.echo(found.run_id)
+        typer.echo(
+            f"submitted; drive it with: statechart resume {shlex.quote(found.run_id)} "
+            f"--db {shlex.quote(db)}",
+            err=True,
+        )
+
+    _run(go)
