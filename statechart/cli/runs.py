@@ -7,7 +7,6 @@ import gc
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -29,7 +28,7 @@ from statechart.cli.app import (
     app,
 )
 from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
-from statechart.cli.starting import started
+from statechart.cli.starting import InputFileOpt, InputOpt, Target, started
 from statechart.engine import compiled, outcome_of
 from statechart.errors import LoadError, StatechartError
 from statechart.io import audit, diagram
@@ -109,12 +108,9 @@ def _finish(chart: Chart, run: Run, db: str) -> int:
 
 @app.command()
 def run(
-    target: Annotated[
-        str,
-        typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME."),
-    ],
-    input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
-    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
+    target: Target,
+    input: InputOpt = None,
+    input_file: InputFileOpt = None,
     db: Db = DB_DEFAULT,
     model: ModelOpt = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the id.")] = None,

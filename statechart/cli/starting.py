@@ -31,6 +31,12 @@ from statechart.records.run import Run
 from statechart.runtime.api import start
 from statechart.store.base import Store
 
+Target = Annotated[
+    str, typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME.")
+]
+InputOpt = Annotated[str | None, typer.Option("--input", help="The context, as JSON.")]
+InputFileOpt = Annotated[Path | None, typer.Option("--input-file", help="JSON file.")]
+
 
 async def started(
     target: str,
@@ -73,12 +79,9 @@ async def started(
 
 @app.command()
 def submit(
-    target: Annotated[
-        str,
-        typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME."),
-    ],
-    input: Annotated[str | None, typer.Option("--input", help="The context, as JSON.")] = None,
-    input_file: Annotated[Path | None, typer.Option("--input-file", help="JSON file.")] = None,
+    target: Target,
+    input: InputOpt = None,
+    input_file: InputFileOpt = None,
     db: Db = DB_DEFAULT,
     model: ModelOpt = None,
     run_id: Annotated[
