@@ -29,3 +29,19 @@ def test_run_waits_then_approve_in_another_process_resumes_to_done(tmp_path: Pat
         assert f"run {run_id}: ended in 'done'" in done.stdout
         shown = json.loads(run_cli(tmp_path, "show", run_id, "--json", environ=env).stdout)
         assert shown["run"]["state"] == "done" and len(shown["events"]) == 21
+
+
+def test_fork_and_resume_a_fork_on_postgres(tmp_path: Path) -> None:
+    with fresh_database() as dsn:
+        env = cli_env(STATECHART_DB=dsn)
+        out = run_cli(tmp_path, "run", AGENT, "--input", TICKET, environ=env, code=WAITING)
+        run_id = waiting_id(out.stdout)
+        forked = run_cli(tmp_path, "fork", run_id, "--at", "4", environ=env).stdout
+        child = forked.split()[1]
+        assert f"forked from {run_id} at seq 4" in forked
+        again = run_cli(tmp_path, "resume", child, environ=env, code=WAITING).stdout
+        assert "waiting in 'send.approve'" in again
+        listed = json.loads(run_cli(tmp_path, "runs", "--json", environ=env).stdout)
+        assert {r["run_id"] for r in listed} == {run_id, child}
+        shown = json.loads(run_cli(tmp_path, "show", child, "--json", environ=env).stdout)
+        assert shown["run"]["parent_run"] == run_id
