@@ -59,9 +59,17 @@ Params = Sequence[Any] | Mapping[str, Any]
 SCHEMA_VERSION = 1
 _JSONB = {"messages", "body"}
 _COLUMNS = [c.strip() for c in COLUMNS.split(",")]
-_INSERT_EVENT = "INSERT INTO event_rows ({}) VALUES ({})".format(
-    ", ".join(_COLUMNS), ", ".join("%s::jsonb" if c in _JSONB else "%s" for c in _COLUMNS)
+_VALUES = ", ".join("%s::jsonb" if c in _JSONB else "%s" for c in _COLUMNS)
+_INSERT_EVENT = f"INSERT INTO event_rows ({', '.join(_COLUMNS)}) VALUES ({_VALUES})"
+_INSERT_IF_HELD = (
+    f"INSERT INTO event_rows ({', '.join(_COLUMNS)}) SELECT {_VALUES} "
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE num = %s AND lease_holder = %s FOR SHARE) "
+    "AND coalesce((SELECT max(id) FROM event_rows WHERE id BETWEEN %s AND %s), %s) = %s"
 )
+"""`_INSERT_EVENT` as one statement in its own transaction, when the lease is held (its
+row locked against a takeover until the insert commits) and the run's last event is the
+one before (values: the row, then number, holder, the run's key range, its snapshot's
+key and the previous event's key)."""
 _READ = READ.replace("messages, body", "messages::text, body::text")
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -137,10 +145,19 @@ class PostgresStore:
             raise ValueError(f"snapshot_every={snapshot_every}; use 1 or more")
         self.dsn = dsn
         self.snapshot_every = snapshot_every
-        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=max_connections, open=False)
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_connections,
+            open=False,
+            kwargs={"autocommit": True},  # one statement is one transaction; blocks are explicit
+        )
         self._opened = False
         self._behind: dict[str, Run] = {}
         """run id -> the run after its last append, when its snapshot was not written"""
+        self._known: dict[str, tuple[int, str, int]] = {}
+        """run id -> (number, status, snapshot seq) as this store last saw them: the common
+        append skips reading the runs row (its WHERE still checks lease and seq)"""
 
     async def _connection(self) -> Any:
         if not self._opened:
@@ -195,7 +212,37 @@ class PostgresStore:
 
         event, run = step.event, step.run
         run_id = event.run_id
+        known = self._known.get(run_id)
         async with await self._connection() as conn:
+            if (
+                lease is not None
+                and known is not None
+                and written_behind(step, lease, known[1], known[2], self.snapshot_every)
+            ):  # the common step: the event row alone, one statement, fenced in its WHERE
+                num = known[0]
+                failpoints.hit("store.append.uncommitted")
+                try:
+                    cur = await conn.execute(
+                        _INSERT_IF_HELD,
+                        (
+                            *event_row(step, num),
+                            num,
+                            lease.holder,
+                            key_of(num, 0),
+                            key_of(num, SEQ_MASK),
+                            key_of(num, known[2]),
+                            key_of(num, event.seq - 1),
+                        ),
+                    )
+                except psycopg.errors.UniqueViolation:
+                    cur = None  # the transaction below says why
+                except psycopg.DataError as exc:
+                    raise _refused_value(event, exc) from None
+                if cur is not None and cur.rowcount == 1:
+                    self._behind[run_id] = run
+                    return
+                # refused: the transaction below says why (or writes it, if only this
+                # store's view of the run was stale)
             try:
                 async with conn.transaction():
                     num, status, snapshot_seq, holder, seq = await _head(conn, run_id, lock=True)
@@ -220,15 +267,13 @@ class PostgresStore:
             except psycopg.errors.UniqueViolation:
                 raise event_exists(run_id, event.seq) from None
             except psycopg.DataError as exc:
-                raise StoreError(
-                    f"event {event.seq} of run {run_id} cannot be stored in PostgreSQL: "
-                    f"{exc.diag.message_primary or exc} (JSONB refuses the NUL character "
-                    "\\u0000 in text); strip it from the tool's result or arguments"
-                ) from None
+                raise _refused_value(event, exc) from None
         if behind:
             self._behind[run_id] = run
+            self._known[run_id] = (num, status, snapshot_seq)
         else:
             self._behind.pop(run_id, None)
+            self._known[run_id] = (num, run.status, run.seq)
 
     async def renew(self, lease: Lease) -> None:
         async with await self._connection() as conn, conn.transaction():
@@ -261,13 +306,14 @@ class PostgresStore:
             now = time.time()
             if current is not None and expires > now and not known_dead(process):
                 raise lease_held(run_id, current, expires - now)
-            _, _, _, _, seq = await _head(conn, run_id)
+            num, status, snapshot_seq, _, seq = await _head(conn, run_id)
             mine = lease_holder(holder)
             await conn.execute(
                 "UPDATE runs SET lease_holder=%s, lease_expires=%s, lease_seq=%s, "
                 "lease_process=%s WHERE run_id=%s",
                 (mine, now + ttl, seq, identity(), run_id),
             )
+        self._known[run_id] = (num, status, snapshot_seq)
         return Lease(
             run_id,
             mine,
@@ -289,6 +335,7 @@ class PostgresStore:
             ).fetchone()
             if behind is not None and found is not None:
                 await _write_snapshot(conn, found[0], behind)
+                self._known[lease.run_id] = (found[0], behind.status, behind.seq)
             failpoints.hit("store.release.uncommitted")
         if found is not None:
             self._behind.pop(lease.run_id, None)
@@ -422,6 +469,15 @@ class PostgresStore:
             [tuple(c) for c in closes],
             run_id,
         )
+
+
+def _refused_value(event: Event, exc: Any) -> StoreError:
+    """An event PostgreSQL refuses to store (JSONB refuses the NUL character)."""
+    return StoreError(
+        f"event {event.seq} of run {event.run_id} cannot be stored in PostgreSQL: "
+        f"{exc.diag.message_primary or exc} (JSONB refuses the NUL character \\u0000 in "
+        "text); strip it from the tool's result or arguments"
+    )
 
 
 async def _head(conn: Any, run_id: str, *, lock: bool = False) -> tuple[int, str, int, Any, int]:
