@@ -4,7 +4,9 @@ A standalone script (never collected as a test). It imports statechart and the d
 workload (`durable.py`) from the checkout it is given and times whole runs through the
 public API (`start` + `run_to_end`), one after another: 20 and 200 steps, on
 `MemoryStore()` and on `SQLiteStore` in a new file; the median of `--runs` runs after 10
-warm-up runs. Run it on two checkouts in turn, a few times, and compare within the sitting:
+warm-up runs; with `--postgres DSN`, on `PostgresStore` too (give it a database of its own:
+the runs stay there). Run it on two checkouts in turn, a few times, and compare within the
+sitting:
 
     git worktree add /tmp/before <commit>
     for i in 1 2; do
@@ -29,6 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree", type=Path, help="the checkout to time")
     parser.add_argument("--runs", type=int, default=30, help="timed runs per figure")
+    parser.add_argument("--postgres", metavar="DSN", help="also time PostgresStore there")
     args = parser.parse_args()
     tree = args.tree.resolve()
     sys.path[:0] = [str(tree / "benchmarks"), str(tree)]
@@ -49,18 +52,25 @@ def main() -> None:
 
     async def run_all() -> dict[str, float]:
         out = {}
+        kinds = ("memory", "sqlite", "postgres") if args.postgres else ("memory", "sqlite")
         with tempfile.TemporaryDirectory() as tmp:
             for steps in (20, 200):
-                for kind in ("memory", "sqlite"):
-                    store = (
-                        sc.MemoryStore()
-                        if kind == "memory"
-                        else sc.SQLiteStore(Path(tmp) / f"{steps}.db")
-                    )
+                for kind in kinds:
+                    store: Any
+                    if kind == "memory":
+                        store = sc.MemoryStore()
+                    elif kind == "sqlite":
+                        store = sc.SQLiteStore(Path(tmp) / f"{steps}.db")
+                    else:
+                        from statechart.store.postgres import PostgresStore
+
+                        store = PostgresStore(args.postgres)
                     for _ in range(10):
                         await one(store, steps)
                     times = [await one(store, steps) for _ in range(args.runs)]
                     out[f"{kind} {steps}"] = round(statistics.median(times), 1)
+                    if kind == "postgres":
+                        await store.close()
         return out
 
     print(tree, anyio.run(run_all))
