@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,6 +26,7 @@ from statechart import (
     Session,
     SQLiteStore,
     State,
+    Store,
     StoreError,
     call,
     drive,
@@ -189,9 +191,41 @@ async def test_a_call_longer_than_the_lease_keeps_it_held_by_the_heartbeat(db: P
     second driver on another connection to the same file is refused the whole time and
     the run finishes with no takeover; once it ended, the lease is free. A drive whose
     lease another process took stops with LeaseLostError at its next renewal or append."""
+    store, other = SQLiteStore(db), SQLiteStore(db)
+
+    def steal(run_id: str) -> None:
+        other._db.execute("UPDATE runs SET lease_holder='intruder' WHERE run_id=?", (run_id,))
+
+    await heartbeat_holds(store, other, steal)
+    store.close()
+    other.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # psycopg's async API: asyncio only
+async def test_the_heartbeat_holds_the_lease_on_postgres_too(anyio_backend: str) -> None:
+    """The same on one PostgreSQL database shared by two stores (two pools)."""
+    import psycopg
+
+    from statechart.store.postgres import PostgresStore
+    from tests.support.postgres import fresh_database
+
+    with fresh_database() as dsn:
+        store, other = PostgresStore(dsn), PostgresStore(dsn)
+
+        def steal(run_id: str) -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("UPDATE runs SET lease_holder='intruder' WHERE run_id=%s", (run_id,))
+
+        await heartbeat_holds(store, other, steal)
+        await store.close()
+        await other.close()
+
+
+async def heartbeat_holds(store: Store, other: Store, steal: Callable[[str], None]) -> None:
+    """The heartbeat test on `store`, with `other` a second driver's store on the same
+    database and `steal` another process writing itself in as a run's lease holder."""
     c = slow_chart()
     model = ScriptedModel([reply(call("slow_lookup", "s1", q="a")), FINISH])
-    store, other = SQLiteStore(db), SQLiteStore(db)
     run = await start(c, store=store, model=model, run_id="r1")
     refused = 0
     ended = anyio.Event()
@@ -221,10 +255,8 @@ async def test_a_call_longer_than_the_lease_keeps_it_held_by_the_heartbeat(db: P
         ) as steps:
             async for record in steps:
                 if record.event.trigger == "propose":  # another process takes the run over
-                    other._db.execute("UPDATE runs SET lease_holder='intruder' WHERE run_id='r2'")
+                    steal("r2")
     assert [e.trigger for e in await store.events("r2")] == ["propose"]  # nothing after
-    store.close()
-    other.close()
 
 
 async def test_a_renewal_that_fails_is_tried_again_and_never_fails_the_drive() -> None:
