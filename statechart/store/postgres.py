@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from statechart import failpoints
 from statechart.errors import (
     CorruptRowError,
@@ -153,6 +155,7 @@ class PostgresStore:
             kwargs={"autocommit": True},  # one statement is one transaction; blocks are explicit
         )
         self._opened = False
+        self._opening = anyio.Lock()
         self._behind: dict[str, Run] = {}
         """run id -> the run after its last append, when its snapshot was not written"""
         self._known: dict[str, tuple[int, str, int]] = {}
@@ -160,11 +163,14 @@ class PostgresStore:
         append skips reading the runs row (its WHERE still checks lease and seq)"""
 
     async def _connection(self) -> Any:
+        """A pooled connection's context; the first call opens the pool and migrates."""
         if not self._opened:
-            self._opened = True
-            await self._pool.open(wait=True)
-            async with self._pool.connection() as conn:
-                await _migrate(conn)
+            async with self._opening:  # concurrent first calls open it once
+                if not self._opened:
+                    await self._pool.open(wait=True)
+                    async with self._pool.connection() as conn:
+                        await _migrate(conn)
+                    self._opened = True
         return self._pool.connection()
 
     async def close(self) -> None:
