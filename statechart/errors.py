@@ -85,6 +85,11 @@ class LoadError(StatechartError):
     """A chart named on the command line cannot be loaded (no file, no attribute, not a Chart)."""
 
 
+class SourceRefusedError(LoadError):
+    """A chart source stored in the database names code outside what a worker was given
+    (its `--agents` folder and installed packages' registered charts): never imported."""
+
+
 class TraceFormatError(StatechartError):
     """A line of a trace file is not a run of tool steps; the message names file:line."""
 

@@ -42,7 +42,7 @@ STYLES: dict[RunOutcome, str] = {
     "running": "bold",
 }
 
-STATUS_STYLES = {"running": "", "waiting": "yellow", "ended": ""}
+STATUS_STYLES = {"running": "", "waiting": "yellow", "ended": "", "blocked": "red"}
 
 _PLAIN = {"color_system": None} if os.environ.get("NO_COLOR") else {}
 """`NO_COLOR` set: no escape codes at all (rich alone would still send bold)."""

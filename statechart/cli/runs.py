@@ -43,6 +43,8 @@ from statechart.runtime.api import reject as reject_run
 from statechart.runtime.current import current, load_run
 from statechart.runtime.driver import drive_to_end
 from statechart.store.base import Store
+from statechart.store.postgres import PostgresStore
+from statechart.store.queue import RunQueue
 
 
 def _progress(record: Step, chart: Chart) -> None:
@@ -160,7 +162,7 @@ def runs(
                 {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}
                 | {"reason": r.reason, "created_at": r.created_at, "updated_at": r.updated_at}
                 | {"steps": r.spent.steps, "tokens": r.spent.tokens}
-                | {"cost_micros": r.spent.cost_micros}
+                | {"cost_micros": r.spent.cost_micros, "blocked": r.blocked}
                 for r in listed
             ]
             typer.echo(json.dumps(rows, indent=2))
@@ -172,10 +174,12 @@ def runs(
             "bold",
         )
         for r in listed:
+            shown = "blocked" if r.blocked else r.status
             say(
-                f"{r.run_id:<{width}}  {r.chart:<20} {r.status:<8} {r.state:<32} {r.seq:>5} "
-                f"{r.spent.steps:>5} {r.spent.tokens:>8} {r.spent.cost_micros / 1e6:>10.6f}",
-                STATUS_STYLES[r.status],
+                f"{r.run_id:<{width}}  {r.chart:<20} {shown:<8} {r.state:<32} {r.seq:>5} "
+                f"{r.spent.steps:>5} {r.spent.tokens:>8} {r.spent.cost_micros / 1e6:>10.6f}"
+                + (f"  {r.blocked}" if r.blocked else ""),
+                STATUS_STYLES[shown],
             )
 
     _run(go)
@@ -192,6 +196,11 @@ def show(
     async def go() -> None:
         store = _existing(db)
         found, events = await _live(store, run_id), await store.events(run_id)
+        tries, problem, blocked = (
+            await RunQueue(store).blocked(run_id)
+            if isinstance(store, PostgresStore)
+            else (0, None, False)
+        )
         if as_json:
             t = audit.totals(events)
             typer.echo(
@@ -200,12 +209,19 @@ def show(
                         "run": found.model_dump(mode="json"),
                         "events": audit.timeline(events),
                         "totals": t.model_dump(),
+                        "blocked": problem if blocked else None,
                     },
                     indent=2,
                 )
             )
         else:
             typer.echo(audit.render(found, events))
+            if blocked:
+                say(
+                    f"blocked after {tries} tries: {problem}\nonce its chart loads: "
+                    f"statechart unblock {shlex.quote(run_id)} --db {shlex.quote(db)}",
+                    "red",
+                )
         await _close(store)
 
     _run(go)

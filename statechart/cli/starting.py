@@ -30,6 +30,8 @@ from statechart.models.base import Model
 from statechart.records.run import Run
 from statechart.runtime.api import start
 from statechart.store.base import Store
+from statechart.store.postgres import PostgresStore
+from statechart.store.queue import RunQueue
 
 Target = Annotated[
     str, typer.Argument(help="PATH.py:NAME or MODULE:NAME of the chart, or a registered NAME.")
@@ -90,8 +92,8 @@ def submit(
 ) -> None:
     """Store a run ready to drive, without driving it; print its id.
 
-    The same --run-id twice returns the first run. Drive it with `statechart resume RUN_ID`
-    (a worker will pick submitted runs up from a PostgreSQL store).
+    The same --run-id twice returns the first run. On a PostgreSQL store the run is queued
+    for `statechart worker`; on SQLite, drive it with `statechart resume RUN_ID`.
 
     Example: statechart submit agents/refund_desk.py:chart --input '{"order_id": "A-7"}'
     """
@@ -100,11 +102,16 @@ def submit(
         _, store, _, found = await started(
             target, input, input_file, db, model, run_id, existing_ok=True
         )
+        queued = False
+        if isinstance(store, PostgresStore):
+            queued = await RunQueue(store).enqueue(found.run_id)
         await _close(store)
         typer.echo(found.run_id)
+        how = f"statechart resume {shlex.quote(found.run_id)} --db {shlex.quote(db)}"
         typer.echo(
-            f"submitted; drive it with: statechart resume {shlex.quote(found.run_id)} "
-            f"--db {shlex.quote(db)}",
+            "submitted; a `statechart worker` on this database drives it (or: " + how + ")"
+            if queued
+            else f"submitted; drive it with: {how}",
             err=True,
         )
 

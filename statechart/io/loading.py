@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from statechart.chart.chart import Chart
-from statechart.errors import LoadError, StatechartError
+from statechart.errors import LoadError, SourceRefusedError, StatechartError
 
 
 def load_chart(target: str) -> tuple[Chart, ModuleType]:
@@ -179,3 +179,41 @@ def _where(module: ModuleType, attr: str) -> str | None:
     if name == "__main__" or name.startswith("statechart_agent_"):
         return f"{Path(file).resolve()}:{attr}" if file else None
     return f"{name}:{attr}"
+
+
+def trusted_target(source: str, agents: Path | None) -> str:
+    """The chart target a stored `source` may be loaded from by a worker, or
+    `SourceRefusedError`: a `MODULE:NAME` only if an installed package registers it, a
+    `PATH.py:NAME` only inside `agents` (an absolute path from another machine is looked
+    for there by its file name). A database row must never make a worker import code."""
+    path, sep, name = source.rpartition(":")
+    if not sep or not path or not name:
+        raise SourceRefusedError(
+            f"stored chart source {source!r} is not PATH.py:NAME or MODULE:NAME"
+        )
+    if not _is_path(path):
+        if source in {ep.value for ep in registered_charts()}:
+            return source
+        raise SourceRefusedError(
+            f"stored chart source {source!r} is a module no installed package registers "
+            f"under the {GROUP!r} entry points; a worker imports only registered modules "
+            "and files in its --agents folder"
+        )
+    if agents is None:
+        raise SourceRefusedError(
+            f"stored chart source {source!r} is a file, and this worker has no --agents "
+            "folder to find it in; start it with --agents DIR"
+        )
+    root = agents.resolve()
+    given = Path(path)
+    candidates = [given if given.is_absolute() else root / given]
+    if given.is_absolute():
+        candidates.append(root / given.name)
+    for candidate in candidates:
+        resolved = candidate.resolve()
+        if resolved.is_relative_to(root) and resolved.is_file():
+            return f"{resolved}:{name}"
+    raise SourceRefusedError(
+        f"stored chart source {source!r} is not a file in this worker's --agents folder "
+        f"{root}; a worker loads chart files only from there"
+    )

@@ -43,3 +43,5 @@ class RunSummary(BaseModel):
     """When its last event happened (None before its first)."""
     parent_run: str | None = None
     """The run it was forked from."""
+    blocked: str | None = None
+    """Why no worker will drive it (its chart failed to load too often), when blocked."""

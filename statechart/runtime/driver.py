@@ -177,11 +177,14 @@ async def drive_to_end(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     resuming: bool = False,
     migrate: Migration | None = None,
+    lease: Lease | None = None,
 ) -> Run | None:
     """`drive` until the run waits or ends (or `each(record)` returns True); the run after
     the last stored step, or None when nothing was stepped. The same as iterating `drive`,
-    one coroutine fewer a step."""
-    lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
+    one coroutine fewer a step. Given a `lease` already taken (a worker's claim), it drives
+    under that one and releases it at the end."""
+    if lease is None:
+        lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
     heartbeat.join(d)
     last: Run | None = None

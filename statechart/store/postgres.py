@@ -33,6 +33,7 @@ from statechart.store.base import (
     Loaded,
     lease_holder,
 )
+from statechart.store.pg_schema import migrate
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
     COLUMNS,
@@ -58,9 +59,11 @@ from statechart.store.rules import (
 )
 
 Params = Sequence[Any] | Mapping[str, Any]
-SCHEMA_VERSION = 1
+CHANNEL = "statechart_runs"
+"""The LISTEN/NOTIFY channel: a run id is sent on it when the run becomes ready to drive
+(submitted, approved, rejected) or a person ended it (cancelled)."""
 _JSONB = {"messages", "body"}
-_COLUMNS = [c.strip() for c in COLUMNS.split(",")]
+_COLUMNS = [*(c.strip() for c in COLUMNS.split(",")), "holder"]
 _VALUES = ", ".join("%s::jsonb" if c in _JSONB else "%s" for c in _COLUMNS)
 _INSERT_EVENT = f"INSERT INTO event_rows ({', '.join(_COLUMNS)}) VALUES ({_VALUES})"
 _INSERT_IF_HELD = (
@@ -73,51 +76,6 @@ row locked against a takeover until the insert commits) and the run's last event
 one before (values: the row, then number, holder, the run's key range, its snapshot's
 key and the previous event's key)."""
 _READ = READ.replace("messages, body", "messages::text, body::text")
-
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE runs (
-            num BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            run_id TEXT NOT NULL UNIQUE,
-            chart TEXT NOT NULL,
-            status TEXT NOT NULL,
-            state TEXT NOT NULL,
-            seq BIGINT NOT NULL,
-            snapshot JSONB NOT NULL,
-            lease_holder TEXT,
-            lease_expires DOUBLE PRECISION NOT NULL DEFAULT 0,
-            lease_seq BIGINT,
-            lease_process TEXT
-        )""",
-        "CREATE INDEX runs_by_status ON runs (status, chart)",
-        """CREATE TABLE bases (
-            run_id TEXT NOT NULL, seq BIGINT NOT NULL, snapshot JSONB NOT NULL,
-            PRIMARY KEY (run_id, seq)
-        )""",
-        """CREATE TABLE event_rows (
-            id BIGINT PRIMARY KEY, time DOUBLE PRECISION NOT NULL, source TEXT NOT NULL,
-            target TEXT NOT NULL, trigger TEXT NOT NULL, actor TEXT NOT NULL, reason TEXT,
-            tool TEXT, refused TEXT, error TEXT, steps BIGINT NOT NULL,
-            model_calls BIGINT NOT NULL, tool_calls BIGINT NOT NULL,
-            input_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
-            cost_micros BIGINT NOT NULL, wall_ms BIGINT NOT NULL, intent TEXT, key TEXT,
-            by TEXT, fingerprint TEXT, exhausted TEXT, edge TEXT, closes TEXT, span TEXT,
-            visit BIGINT, messages JSONB, body JSONB NOT NULL, intent_state TEXT,
-            intent_call TEXT, run_steps BIGINT, run_model_calls BIGINT,
-            run_tool_calls BIGINT, run_input_tokens BIGINT, run_output_tokens BIGINT,
-            run_cost_micros BIGINT, run_wall_ms BIGINT
-        )""",
-        """CREATE TABLE intent_rows (
-            run_id TEXT NOT NULL, seq BIGINT NOT NULL, call_id TEXT NOT NULL,
-            state TEXT NOT NULL, tool TEXT NOT NULL, call TEXT NOT NULL, key TEXT
-        )""",
-        """CREATE TABLE charts (
-            version TEXT PRIMARY KEY, description TEXT NOT NULL, source TEXT
-        )""",
-    ),
-}
-"""Numbered migrations, each run in one transaction (`statechart_schema` says which ran);
-add a version by appending, never edit a released one."""
 
 
 class PostgresStore:
@@ -136,6 +94,7 @@ class PostgresStore:
         *,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
         max_connections: int = 4,
+        same_host_takeover: bool = True,
     ) -> None:
         try:
             from psycopg_pool import AsyncConnectionPool
@@ -147,6 +106,9 @@ class PostgresStore:
             raise ValueError(f"snapshot_every={snapshot_every}; use 1 or more")
         self.dsn = dsn
         self.snapshot_every = snapshot_every
+        self.same_host_takeover = same_host_takeover
+        """Take a lease over at once when its holder is a dead process on this machine
+        (False: wait for its time-to-live to pass, as from another machine)."""
         self._pool = AsyncConnectionPool(
             dsn,
             min_size=1,
@@ -169,7 +131,7 @@ class PostgresStore:
                 if not self._opened:
                     await self._pool.open(wait=True)
                     async with self._pool.connection() as conn:
-                        await _migrate(conn)
+                        await migrate(conn)
                     self._opened = True
         return self._pool.connection()
 
@@ -188,9 +150,17 @@ class PostgresStore:
             try:
                 async with conn.transaction():
                     await conn.execute(
-                        "INSERT INTO runs (run_id, chart, status, state, seq, snapshot) "
-                        "VALUES (%s, %s, %s, %s, %s, %s::jsonb)",
-                        (run.run_id, run.chart, run.status, run.state, run.seq, snapshot),
+                        "INSERT INTO runs (run_id, chart, status, state, seq, snapshot, "
+                        "chart_version) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
+                        (
+                            run.run_id,
+                            run.chart,
+                            run.status,
+                            run.state,
+                            run.seq,
+                            snapshot,
+                            run.chart_version,
+                        ),
                     )
                     await conn.execute(
                         "INSERT INTO bases (run_id, seq, snapshot) VALUES (%s, %s, %s::jsonb)",
@@ -232,6 +202,7 @@ class PostgresStore:
                         _INSERT_IF_HELD,
                         (
                             *event_row(step, num),
+                            lease.holder,
                             num,
                             lease.holder,
                             key_of(num, 0),
@@ -256,7 +227,9 @@ class PostgresStore:
                         raise lease_lost(lease, holder)
                     if event.seq != seq + 1:
                         raise not_next(run_id, seq, event.seq)
-                    await conn.execute(_INSERT_EVENT, event_row(step, num))
+                    await conn.execute(
+                        _INSERT_EVENT, (*event_row(step, num), lease and lease.holder)
+                    )
                     behind = written_behind(step, lease, status, snapshot_seq, self.snapshot_every)
                     if not behind:
                         failpoints.hit("store.append.snapshot")
@@ -269,6 +242,12 @@ class PostgresStore:
                                 "VALUES (%s, %s, %s::jsonb)",
                                 (run_id, event.seq, run.model_dump_json(exclude_defaults=True)),
                             )
+                    if lease is None:  # a person decided: a worker may drive it on
+                        await conn.execute(
+                            "UPDATE runs SET ready=%s WHERE num=%s",
+                            (run.status == "running", num),
+                        )
+                        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_id))
                     failpoints.hit("store.append.uncommitted")
             except psycopg.errors.UniqueViolation:
                 raise event_exists(run_id, event.seq) from None
@@ -310,7 +289,8 @@ class PostgresStore:
                 raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store")
             current, expires, last_seq, process = found
             now = time.time()
-            if current is not None and expires > now and not known_dead(process):
+            dead = self.same_host_takeover and known_dead(process)
+            if current is not None and expires > now and not dead:
                 raise lease_held(run_id, current, expires - now)
             num, status, snapshot_seq, _, seq = await _head(conn, run_id)
             mine = lease_holder(holder)
@@ -318,6 +298,11 @@ class PostgresStore:
                 "UPDATE runs SET lease_holder=%s, lease_expires=%s, lease_seq=%s, "
                 "lease_process=%s WHERE run_id=%s",
                 (mine, now + ttl, seq, identity(), run_id),
+            )
+            await conn.execute(
+                "INSERT INTO leases (run_id, holder, acquired, seq, took_over_from) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (run_id, mine, now, seq, current),
             )
         self._known[run_id] = (num, status, snapshot_seq)
         return Lease(
@@ -342,6 +327,11 @@ class PostgresStore:
             if behind is not None and found is not None:
                 await _write_snapshot(conn, found[0], behind)
                 self._known[lease.run_id] = (found[0], behind.status, behind.seq)
+            if found is not None:
+                await conn.execute(
+                    "UPDATE leases SET released=%s, clean=%s WHERE run_id=%s AND holder=%s",
+                    (time.time(), clean, lease.run_id, lease.holder),
+                )
             failpoints.hit("store.release.uncommitted")
         if found is not None:
             self._behind.pop(lease.run_id, None)
@@ -419,14 +409,15 @@ class PostgresStore:
             "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
             "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
             "(r.snapshot->'ledger'->'root')::text, "
-            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
+            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}, "
+            "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
             "FROM runs r LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
             f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
             "WHERE (%(s)s::text IS NULL OR r.status=%(s)s) "
             "AND (%(c)s::text IS NULL OR r.chart=%(c)s) ORDER BY r.num",
             {"s": status, "c": chart},
         )
-        return [summary_row(tuple(row)) for row in rows]
+        return [_blocked(summary_row(tuple(row[:-1])), row[-1]) for row in rows]
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         num = await self._num(run_id)
@@ -477,6 +468,11 @@ class PostgresStore:
         )
 
 
+def _blocked(summary: RunSummary, problem: str | None) -> RunSummary:
+    """A listing line with why no worker drives the run, if it is blocked."""
+    return summary if problem is None else summary.model_copy(update={"blocked": problem})
+
+
 def _refused_value(event: Event, exc: Any) -> StoreError:
     """An event PostgreSQL refuses to store (JSONB refuses the NUL character)."""
     return StoreError(
@@ -512,35 +508,15 @@ async def _head(conn: Any, run_id: str, *, lock: bool = False) -> tuple[int, str
 async def _write_snapshot(conn: Any, num: int, run: Run, *, others: bool = False) -> None:
     """Write `run` as the run's snapshot unless a later one is stored."""
     await conn.execute(
-        "UPDATE runs SET status=%s, state=%s, seq=%s, snapshot=%s::jsonb"
+        "UPDATE runs SET status=%s, state=%s, seq=%s, snapshot=%s::jsonb, chart_version=%s"
         f"{', lease_seq=-1' if others else ''} WHERE num=%s AND seq<=%s",
         (
             run.status,
             run.state,
             run.seq,
             run.model_dump_json(exclude_defaults=True),
+            run.chart_version,
             num,
             run.seq,
         ),
     )
-
-
-async def _migrate(conn: Any) -> None:
-    """Bring the database up to `SCHEMA_VERSION`, one migration per transaction; refuse a
-    newer one. Concurrent openers serialise on an advisory lock."""
-    from statechart.errors import SchemaVersionError
-
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(7446134)")
-        await conn.execute("CREATE TABLE IF NOT EXISTS statechart_schema (version INT NOT NULL)")
-        found = await (await conn.execute("SELECT max(version) FROM statechart_schema")).fetchone()
-        current = found[0] or 0
-        if current > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"the database has statechart schema {current}; this package knows up to "
-                f"{SCHEMA_VERSION}: upgrade statechart"
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[version]:
-                await conn.execute(statement)
-            await conn.execute("INSERT INTO statechart_schema (version) VALUES (%s)", (version,))
