@@ -43,5 +43,5 @@ def emptied(dsn: str) -> str:
         psycopg.connect(dsn, autocommit=True) as db,
         contextlib.suppress(psycopg.errors.UndefinedTable),  # not migrated yet: empty
     ):
-        db.execute("TRUNCATE runs, bases, event_rows, intent_rows, charts")
+        db.execute("TRUNCATE runs, bases, event_rows, intent_rows, charts, leases")
     return dsn

@@ -1,0 +1,170 @@
+"""The run queue of the PostgreSQL store: what a claim takes, what it skips, what it logs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from statechart import (
+    Budget,
+    Chart,
+    Edge,
+    ScriptedModel,
+    State,
+    approve,
+    call,
+    reply,
+    run_to_end,
+    start,
+    tool,
+)
+from statechart.store.postgres import PostgresStore
+from statechart.store.queue import RunQueue, listening
+from tests.support.postgres import fresh_database
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # psycopg's async API runs on asyncio only
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    with fresh_database() as dsn:
+        found = PostgresStore(dsn)
+        yield found
+        await found.close()
+
+
+def _chart(name: str = "queued") -> Chart:
+    return Chart(
+        name,
+        budget=Budget(max_steps=10),
+        states=(State("work", instructions="Work."), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+    )
+
+
+async def _submitted(store: PostgresStore, chart: Chart, n: int) -> list[str]:
+    ids = []
+    for _ in range(n):
+        run = await start(chart, store=store, model=ScriptedModel([]))
+        assert await RunQueue(store).enqueue(run.run_id)
+        ids.append(run.run_id)
+    return ids
+
+
+async def test_a_claim_takes_ready_runs_of_the_versions_given_once(store: PostgresStore) -> None:
+    chart, other = _chart(), _chart("other")
+    ids = await _submitted(store, chart, 3)
+    await _submitted(store, other, 1)
+    not_ready = await start(chart, store=store, model=ScriptedModel([]))  # `run`, not submit
+    queue = RunQueue(store)
+    assert await queue.pending_versions() == {chart.version, other.version}
+    leases = await queue.claim("w1", [chart.version], limit=2, ttl=30)
+    assert [lease.run_id for lease in leases] == ids[:2]  # oldest first, up to the limit
+    assert all(lease.holder.startswith("w1#") and not lease.took_over for lease in leases)
+    rest = await queue.claim("w2", [chart.version], limit=10, ttl=30)
+    assert [lease.run_id for lease in rest] == ids[2:]  # never the claimed, nor the not ready
+    assert await queue.claim("w3", [chart.version], limit=10, ttl=30) == []
+    assert not_ready.run_id not in {lease.run_id for lease in leases + rest}
+    # a claim is a lease like acquire's: a second driver is refused, the lease log has it
+    from statechart import LeaseHeldError
+
+    with pytest.raises(LeaseHeldError):
+        await store.acquire(ids[0], "cli")
+    (held,) = await queue.leases(ids[0])
+    assert held.holder == leases[0].holder and held.released is None
+
+
+async def test_an_expired_lease_is_claimed_as_a_takeover(store: PostgresStore) -> None:
+    chart = _chart()
+    (run_id,) = await _submitted(store, chart, 1)
+    queue = RunQueue(store)
+    (first,) = await queue.claim("w1", [chart.version], limit=1, ttl=0.2)
+    assert await queue.claim("w2", [chart.version], limit=1, ttl=30) == []  # still live
+    await anyio.sleep(0.3)
+    (second,) = await queue.claim("w2", [chart.version], limit=1, ttl=30)
+    assert second.took_over and second.previous == first.holder and second.previous_seq == 0
+    assert [h.took_over_from for h in await queue.leases(run_id)] == [None, first.holder]
+
+
+async def test_concurrent_claims_split_the_queue(store: PostgresStore) -> None:
+    chart = _chart()
+    ids = await _submitted(store, chart, 40)
+    stores = [PostgresStore(store.dsn) for _ in range(4)]
+    got: list[list[str]] = [[] for _ in stores]
+
+    async def claimer(i: int) -> None:
+        queue = RunQueue(stores[i])
+        while found := await queue.claim(f"w{i}", [chart.version], limit=3, ttl=30):
+            got[i] += [lease.run_id for lease in found]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(stores)):
+            tg.start_soon(claimer, i)
+    for s in stores:
+        await s.close()
+    claimed = [run_id for each in got for run_id in each]
+    assert sorted(claimed) == sorted(ids)  # every run once: none twice, none left
+    assert sum(1 for each in got if each) >= 2  # skipped, not waited on
+
+
+async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> None:
+    @tool(retry="keyed", needs_approval=True)
+    def pay(amount: int, idempotency_key: str) -> str:
+        """Pay."""
+        return "paid"
+
+    chart = Chart(
+        "payer",
+        budget=Budget(max_steps=10),
+        states=(State("work", tools=(pay,), instructions="Pay."), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+    )
+    model = ScriptedModel([reply(call("pay", "p1", amount=3))])
+    run = await start(chart, store=store, model=model)
+    run = await run_to_end(chart, run, store=store, model=model)
+    assert run.status == "waiting"
+    queue = RunQueue(store)
+    assert not await queue.enqueue(run.run_id)  # waiting: nothing for a worker
+    heard: list[str] = []
+    async with listening(store.dsn) as conn:
+        await approve(chart, run.run_id, store=store, by="dana")
+        async for note in conn.notifies(timeout=5, stop_after=1):
+            heard.append(note.payload)
+    assert heard == [run.run_id]
+    (lease,) = await queue.claim("w", [chart.version], limit=5, ttl=30)
+    assert lease.run_id == run.run_id
+    holders = await queue.holders(run.run_id)
+    assert holders[-1] == (run.seq + 1, None)  # the person's event: no lease wrote it
+    assert {h for _, h in holders[:-1]} == {(await queue.leases(run.run_id))[0].holder}
+
+
+async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
+    chart = _chart()
+    (run_id,) = await _submitted(store, chart, 1)
+    queue = RunQueue(store)
+    assert await queue.defer(chart.version, "LoadError: gone", max_tries=2, backoff=0.3) == []
+    tries, problem, blocked = await queue.blocked(run_id)
+    assert (tries, problem, blocked) == (1, "LoadError: gone", False)
+    assert await queue.pending_versions() == set()  # not due during its backoff
+    assert await queue.defer(chart.version, "again", max_tries=2, backoff=0.3) == []
+    assert (await queue.blocked(run_id))[:2] == (1, "LoadError: gone")  # not due: untouched
+    await anyio.sleep(0.35)
+    assert await queue.pending_versions() == {chart.version}
+    assert await queue.defer(chart.version, "LoadError: still", max_tries=2, backoff=0.3) == [
+        run_id
+    ]
+    await anyio.sleep(0.7)
+    assert await queue.pending_versions() == set()  # blocked: never due again
+    (summary,) = await store.summaries()
+    assert summary.blocked == "LoadError: still" and summary.status == "running"
+    assert await queue.unblock(run_id)
+    assert (await queue.blocked(run_id))[2] is False
+    (lease,) = await queue.claim("w", [chart.version], limit=1, ttl=30)
+    assert lease.run_id == run_id
