@@ -1,0 +1,223 @@
+"""The worker in this process, on the local PostgreSQL: it drives what is submitted, wakes on
+notifications (the poll interval in these tests is far longer than they wait), reopens a
+dropped LISTEN connection, and never imports code a database row names."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from statechart import Budget, Chart, Edge, State, approve, start
+from statechart.io.loading import chart_source, load_chart
+from statechart.runtime.worker import Worker, WorkerSettings
+from statechart.store.postgres import PostgresStore
+from statechart.store.queue import RunQueue
+from tests.support.postgres import fresh_database
+
+pytestmark = pytest.mark.anyio
+
+AGENT = '''
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply, tool
+from statechart.models import register
+
+SPEC = "demo:work-{tag}"
+
+
+@tool(retry="safe", needs_approval={approval})
+def note(text: str) -> str:
+    """Write a note."""
+    return text.upper()
+
+
+def policy(request):
+    if not any(m.role == "tool" for m in request.transcript):
+        return reply(call("note", "n1", text="hello"))
+    return reply(call("next_state", target="done"))
+
+
+chart = Chart(
+    "work_{tag}",
+    budget=Budget(max_steps=10),
+    states=(State("work", tools=(note,), instructions="Note."), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),),
+)
+
+
+def demo_model(spec=SPEC):
+    return FunctionModel(policy, spec=spec)
+
+
+register(SPEC, demo_model)
+'''
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # psycopg's async API runs on asyncio only
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    with fresh_database() as dsn:
+        found = PostgresStore(dsn)
+        yield found
+        await found.close()
+
+
+def _agent(folder: Path, *, approval: bool) -> str:
+    """A chart file in `folder` (a module of its own: a new tag per test); its target."""
+    folder.mkdir(exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    path = folder / f"work_{tag}.py"
+    path.write_text(textwrap.dedent(AGENT.format(tag=tag, approval=approval)))
+    return f"{path}:chart"
+
+
+async def _submit(store: PostgresStore, target: str, n: int) -> list[str]:
+    chart, module = load_chart(target)
+    await store.save_chart(chart.version, chart.describe(), chart_source(target))
+    ids = []
+    for _ in range(n):
+        run = await start(chart, store=store, model=module.demo_model())
+        await RunQueue(store).enqueue(run.run_id)
+        ids.append(run.run_id)
+    return ids
+
+
+async def _until(check: Callable[[], Awaitable[bool]], seconds: float) -> None:
+    with anyio.fail_after(seconds):
+        while not await check():
+            await anyio.sleep(0.02)
+
+
+async def _statuses(store: PostgresStore) -> dict[str, tuple[str, str]]:
+    return {s.run_id: (s.status, s.state) for s in await store.summaries()}
+
+
+async def test_a_worker_drives_submitted_runs_and_goes_on_after_approval(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    target = _agent(tmp_path / "agents", approval=True)
+    ids = await _submit(store, target, 5)
+    settings = WorkerSettings(concurrency=3, lease_ttl=120, poll=60, agents=tmp_path / "agents")
+    worker = Worker(PostgresStore(store.dsn), settings)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run, stop)
+
+        async def all_waiting() -> bool:
+            return set((await _statuses(store)).values()) == {("waiting", "work.approve")}
+
+        await _until(all_waiting, 10)
+        chart, _ = load_chart(target)
+        for run_id in ids:
+            await approve(chart, run_id, store=store, by="dana")  # NOTIFY wakes the worker
+
+        async def all_done() -> bool:
+            return set((await _statuses(store)).values()) == {("ended", "done")}
+
+        await _until(all_done, 10)  # far sooner than the 60 s poll: notifications woke it
+        stop.set()
+    await worker.store.close()
+    queue = RunQueue(store)
+    for run_id in ids:
+        leases = await queue.leases(run_id)
+        assert len(leases) == 2 and all(h.clean for h in leases)  # one drive each side
+        writers = {h for _, h in await queue.holders(run_id)}
+        assert writers == {h.holder for h in leases} | {None}  # the approval: a person's
+
+
+async def test_a_row_naming_a_file_outside_the_agents_folder_is_never_imported(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    marker = tmp_path / "imported"
+    evil = tmp_path / "elsewhere" / "evil.py"
+    evil.parent.mkdir()
+    evil.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    chart = Chart(
+        "victim",
+        budget=Budget(max_steps=5),
+        states=(State("work"), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+    )
+    await store.save_chart(chart.version, chart.describe(), f"{evil}:chart")
+    from statechart import ScriptedModel
+
+    run = await start(chart, store=store, model=ScriptedModel([]))
+    await RunQueue(store).enqueue(run.run_id)
+    (tmp_path / "agents").mkdir()
+    settings = WorkerSettings(
+        lease_ttl=2, poll=0.05, agents=tmp_path / "agents", max_tries=3, backoff=0.02
+    )
+    worker = Worker(PostgresStore(store.dsn), settings)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run, stop)
+
+        async def blocked() -> bool:
+            return (await RunQueue(store).blocked(run.run_id))[2]
+
+        await _until(blocked, 10)
+        stop.set()
+    await worker.store.close()
+    assert not marker.exists()  # the file was never imported
+    tries, problem, _ = await RunQueue(store).blocked(run.run_id)
+    assert tries == 3
+    assert problem is not None and "SourceRefusedError" in problem and "--agents" in problem
+    (summary,) = await store.summaries()
+    assert summary.blocked == problem and summary.status == "running" and summary.seq == 0
+
+
+async def test_a_dropped_listen_connection_is_reopened_and_the_queue_polled(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    import psycopg
+
+    target = _agent(tmp_path / "agents", approval=False)
+    settings = WorkerSettings(lease_ttl=300, poll=120, agents=tmp_path / "agents", name="w-drop")
+    worker = Worker(PostgresStore(store.dsn), settings)
+    stop = anyio.Event()
+
+    async def listeners() -> list[int]:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as c:
+            rows = await (
+                await c.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'w-drop-listen'"
+                )
+            ).fetchall()
+            return [pid for (pid,) in rows]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run, stop)
+
+        async def listening() -> bool:
+            return len(await listeners()) == 1
+
+        await _until(listening, 10)
+        (run_id,) = await _submit(store, target, 1)
+
+        async def done() -> bool:
+            return (await _statuses(store))[run_id] == ("ended", "done")
+
+        await _until(done, 10)  # the notification woke it, not the 120 s poll
+        # the next run is made ready with no notification: only a poll can find it
+        chart, module = load_chart(target)
+        silent = await start(chart, store=store, model=module.demo_model())
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as c:
+            await c.execute("UPDATE runs SET ready = TRUE WHERE run_id = %s", (silent.run_id,))
+            (pid,) = await listeners()
+            await c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        async def silent_done() -> bool:
+            return (await _statuses(store))[silent.run_id] == ("ended", "done")
+
+        await _until(silent_done, 10)  # polled once on reconnect
+        assert worker.reconnects == 1
+        assert len(await listeners()) == 1 and (await listeners()) != [pid]
+        stop.set()
+    await worker.store.close()
