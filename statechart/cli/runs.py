@@ -30,7 +30,7 @@ from statechart.cli.app import (
 from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
 from statechart.cli.starting import InputFileOpt, InputOpt, Target, started
 from statechart.engine import compiled, outcome_of
-from statechart.errors import LoadError, StatechartError
+from statechart.errors import LeaseHeldError, LoadError, StatechartError
 from statechart.io import audit, diagram
 from statechart.io.loading import load_chart
 from statechart.models.base import Model
@@ -276,7 +276,13 @@ def approve(
         if chosen is None:  # only recorded: the command drove nothing
             await _close(store)
             return OK
-        code = _finish(chart, await _drive(chart, run_id, store, chosen, resuming=True), db)
+        try:
+            last = await _drive(chart, run_id, store, chosen, resuming=True)
+        except LeaseHeldError as exc:  # a worker woke on the approval and drives it
+            typer.echo(f"not resumed here: {exc}")
+            await _close(store)
+            return OK
+        code = _finish(chart, last, db)
         await _close(store)
         return code
 
