@@ -18,8 +18,10 @@ import anyio
 import psycopg
 import pytest
 
+from statechart.store.queue import Held
 from tests.support.cli import cli_env, run_cli
 from tests.support.postgres import fresh_database
+from tests.support.soak import one_at_a_time
 
 SLOW = '''
 import os
@@ -201,12 +203,12 @@ def test_two_workers_racing_never_drive_one_run_at_once(
                 "SELECT r.run_id, e.holder FROM runs r JOIN event_rows e ON e.id >> 32 = r.num "
                 "ORDER BY r.num, e.id"
             ).fetchall()
-            leases = {
-                (run_id, holder): (took, clean)
-                for run_id, holder, took, clean in db.execute(
-                    "SELECT run_id, holder, took_over_from, clean FROM leases"
-                )
-            }
+            logged: dict[str, list[Held]] = {}
+            for run_id, *held in db.execute(
+                "SELECT run_id, holder, acquired, seq, took_over_from, released, clean "
+                "FROM leases ORDER BY acquired, seq"
+            ):
+                logged.setdefault(run_id, []).append(Held(*held))
             states = set(db.execute("SELECT DISTINCT state FROM runs").fetchall())
         assert states == {("done",)}
         by_run: dict[str, list[str | None]] = {}
@@ -219,12 +221,9 @@ def test_two_workers_racing_never_drive_one_run_at_once(
         for run_id, seen in by_run.items():
             holders = [h for h in seen if h is not None]  # None: the person's approval
             assert len(seen) - len(holders) == 1
-            for before, after in itertools.pairwise(holders):
-                if before != after:  # only after a release, or at a takeover of it
-                    took, _ = leases[(run_id, after)]
-                    _, clean = leases[(run_id, before)]
-                    assert clean is not None or took == before, (run_id, seen)
-                    changed += before.split("#")[0] != after.split("#")[0]
+            assert one_at_a_time(logged[run_id], holders) is None, (run_id, seen)
+            workers = [h.split("#")[0] for h in holders]
+            changed += any(a != b for a, b in itertools.pairwise(workers))
         assert changed > 0  # some runs' halves went to different workers
 
 
