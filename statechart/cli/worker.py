@@ -17,14 +17,14 @@ from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue
 
 
-def _postgres(db: str, **options: bool) -> PostgresStore:
+def _postgres(db: str, *, pool_size: int = 4, same_host_takeover: bool = True) -> PostgresStore:
     if not is_dsn(db):
         raise LoadError(
             f"--db {db} is a SQLite file; workers share a PostgreSQL store: pass "
             "--db postgresql://HOST/DB (or set STATECHART_DB)"
         )
     _use(db)
-    return PostgresStore(db, max_connections=4, **options)
+    return PostgresStore(db, max_connections=pool_size, same_host_takeover=same_host_takeover)
 
 
 @app.command()
@@ -53,6 +53,9 @@ def worker(
             "(off: wait out its lease, as across machines)."
         ),
     ] = True,
+    pool_size: Annotated[
+        int, typer.Option(help="Database connections the worker's drives share.", min=1)
+    ] = 4,
     quiet: Annotated[bool, typer.Option(help="Log warnings and errors only.")] = False,
 ) -> None:
     """Claim runnable runs from a PostgreSQL store and drive up to --concurrency at once.
@@ -79,7 +82,7 @@ def worker(
     )
 
     async def go() -> None:
-        store = _postgres(db, same_host_takeover=instant_takeover)
+        store = _postgres(db, pool_size=pool_size, same_host_takeover=instant_takeover)
         _trace()
         found = Worker(store, settings)
         stop = anyio.Event()

@@ -14,6 +14,7 @@ way is stored, releases its lease clean and puts its run back for another worker
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -27,6 +28,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from statechart.chart.chart import Chart
+from statechart.engine.tables import compiled
 from statechart.errors import LeaseHeldError, LeaseLostError, StatechartError
 from statechart.io.loading import load_chart, trusted_target
 from statechart.models.base import Model
@@ -87,12 +89,16 @@ class Worker:
     driven: int = 0
     """Drives finished (a run that waits, ends or is put back counts once per drive)."""
     _wake: anyio.Event = field(default_factory=anyio.Event)
+    _look: bool = True
 
     def __post_init__(self) -> None:
         self.queue = RunQueue(self.store)
 
-    def wake(self) -> None:
-        """Claim now rather than at the next poll."""
+    def wake(self, *, look: bool = True) -> None:
+        """Claim now rather than at the next poll; `look=False` (a drive of this worker
+        ended) claims among the chart versions it knows, without looking for new versions
+        or for dead local holders: one query, not three, per finished drive."""
+        self._look = (self._look or look) if self._wake.is_set() else look
         self._wake.set()
 
     async def run(self, stop: anyio.Event | None = None) -> None:
@@ -102,14 +108,17 @@ class Worker:
             outer.start_soon(self._listen)
             async with anyio.create_task_group() as drives:
                 drives.start_soon(self._until, stop)
+                look = True
                 while not self.draining:
                     try:
-                        await self._fill(drives)
+                        await self._fill(drives, look=look)
                     except Exception as exc:  # a database hiccup: log it, try at the next poll
                         log.warning("claiming failed: %s: %s", type(exc).__name__, exc)
+                    look = True
                     with anyio.move_on_after(self.settings.every):
                         await self._wake.wait()
-                    self._wake = anyio.Event()
+                        look = self._look
+                    self._wake, self._look = anyio.Event(), True
             outer.cancel_scope.cancel()
 
     async def _until(self, stop: anyio.Event) -> None:
@@ -117,16 +126,17 @@ class Worker:
         self.draining = True
         self.wake()
 
-    async def _fill(self, drives: TaskGroup) -> None:
-        """Claim as many runs as there are free slots and start driving them."""
+    async def _fill(self, drives: TaskGroup, *, look: bool = True) -> None:
+        """Claim as many runs as there are free slots and start driving them; with `look`,
+        load the charts of new versions and take over dead local holders' runs too."""
         free = self.settings.concurrency - len(self.active)
         if free <= 0:
             return
-        versions = await self._loadable()
+        versions = await self._loadable() if look else list(self.charts)
         leases = await self.queue.claim(
             self.settings.name, versions, limit=free, ttl=self.settings.lease_ttl
         )
-        if len(leases) < free:
+        if look and len(leases) < free:
             for run_id in await self.queue.abandoned_here(versions):
                 if len(leases) >= free or run_id in self.active:
                     break
@@ -169,6 +179,9 @@ class Worker:
                 "a chart built inside a function); start them with `statechart submit`"
             )
         chart, module = load_chart(trusted_target(source, self.settings.agents))
+        compiled(chart)
+        gc.collect()
+        gc.freeze()  # modules and charts outlive every run: keep them out of the GC's passes
         if chart.version != version:
             raise StatechartError(
                 f"{source} is now chart '{chart.name}' version {chart.version}, but its runs "
@@ -223,7 +236,7 @@ class Worker:
         finally:
             self.active.discard(run_id)
             self.driven += 1
-            self.wake()
+            self.wake(look=False)
 
     async def _listen(self) -> None:
         """Wake the loop on every notification; reopen a dropped connection (with a pause
