@@ -4,7 +4,9 @@ SQLite, in one run (issue #18). Needs the local server (`--admin-dsn`) and the b
 1. One durable run of the 200-step workload of benchmarks/run_all.py (a model calls a
    ~500-character tool, then finishes; scripted, so only framework and store cost count):
    µs per transition for statechart on PostgreSQL, statechart on SQLite and LangGraph with
-   `PostgresSaver` (`durability="sync"`), interleaved round by round; ratio LangGraph/ours.
+   `PostgresSaver` (`durability="sync"`), interleaved round by round; ratio LangGraph/ours;
+   and the floor of any design that commits once per transition (a bare one-row INSERT),
+   each also with `synchronous_commit=off` for the session.
 2. CPU-bound workers: R runs of 20 transitions (no model latency) drained by 1, 2 and 4
    `statechart worker` processes: completed runs per second, µs per transition (wall), and
    the CPU the workers and the PostgreSQL server each used (from /proc), so the database's
@@ -93,29 +95,50 @@ def langgraph_postgres(dsn: str, steps: int) -> float:
     return elapsed / n * 1e6
 
 
+async def bare_commit(dsn: str, n: int = 400) -> float:
+    """µs of the floor of a durable transition on this server: one autocommit INSERT of a
+    small JSONB row (a round trip and a WAL flush), on one psycopg async connection."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        await c.execute("CREATE TABLE IF NOT EXISTS floor_rows (id BIGINT PRIMARY KEY, b JSONB)")
+        await c.execute("TRUNCATE floor_rows")
+        t0 = time.perf_counter()
+        for i in range(n):
+            await c.execute("INSERT INTO floor_rows VALUES (%s, %s::jsonb)", (i, '{"a": 1}'))
+        return (time.perf_counter() - t0) / n * 1e6
+
+
 def single(dsn: str, repeats: int, workdir: Path, steps: int = 200) -> dict[str, Any]:
-    rounds: dict[str, list[float]] = {"statechart_postgres": [], "statechart_sqlite": []}
-    rounds["langgraph_postgres"] = []
+    """Each contender once per round, rounds interleaved; on the server's settings and with
+    `synchronous_commit=off` for the session (both contenders alike)."""
+    relaxed = dsn + "?options=-c%20synchronous_commit%3Doff"
+    names = ("statechart_postgres", "langgraph_postgres", "bare_commit")
+    rounds: dict[str, list[float]] = {"statechart_sqlite": []}
+    for name in names:
+        rounds[name] = []
+        rounds[name + "_async_commit"] = []
     for i in range(repeats):
-        rounds["statechart_postgres"].append(
-            anyio.run(statechart_postgres, dsn, steps, backend="asyncio")
-        )
         seconds, made = anyio.run(statechart_once, "process", steps, workdir / f"s{i}.db")
         rounds["statechart_sqlite"].append(seconds / made * 1e6)
-        rounds["langgraph_postgres"].append(langgraph_postgres(dsn, steps))
-        print(
-            f"  single round {i + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in rounds.items())
-        )
-    ratio = [
-        lg / ours
-        for lg, ours in zip(
-            rounds["langgraph_postgres"], rounds["statechart_postgres"], strict=True
-        )
-    ]
+        for where, suffix in ((dsn, ""), (relaxed, "_async_commit")):
+            rounds["statechart_postgres" + suffix].append(
+                anyio.run(statechart_postgres, where, steps, backend="asyncio")
+            )
+            rounds["langgraph_postgres" + suffix].append(langgraph_postgres(where, steps))
+            rounds["bare_commit" + suffix].append(anyio.run(bare_commit, where, backend="asyncio"))
+        print(f"  round {i + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in rounds.items()))
+
+    def ratio(a: str, b: str) -> dict[str, Any]:
+        return spread([x / y for x, y in zip(rounds[a], rounds[b], strict=True)], 2)
+
     return {
         "steps": steps,
         "us_per_transition": {k: spread(v, 1) for k, v in rounds.items()},
-        "langgraph_over_statechart_postgres": spread(ratio, 2),
+        "langgraph_over_statechart_postgres": ratio("langgraph_postgres", "statechart_postgres"),
+        "langgraph_over_bare_commit": ratio("langgraph_postgres", "bare_commit"),
+        "statechart_postgres_over_bare_commit": ratio("statechart_postgres", "bare_commit"),
+        "langgraph_over_statechart_postgres_async_commit": ratio(
+            "langgraph_postgres_async_commit", "statechart_postgres_async_commit"
+        ),
     }
 
 
