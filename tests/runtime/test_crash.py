@@ -21,11 +21,12 @@ from typing import Any
 import anyio
 import pytest
 
-from statechart import SQLiteStore, load_run
+from statechart import RunNotFoundError, SQLiteStore, load_run
 from statechart.engine import compiled
 from statechart.engine.replay import replay
 from tests.support.cli import AGENT, TICKET, WAITING, cli_env, run_cli, waiting_id
 from tests.support.crash_refund import POLICIES, Bank, Zygote, refund_chart
+from tests.support.postgres import fresh_database
 
 ITERATIONS = int(os.environ.get("STATECHART_CRASH_ITERATIONS", "1"))
 KILLS_PER_POLICY = 105 * ITERATIONS
@@ -90,13 +91,16 @@ class Campaign:
     """fail-point -> kills it made."""
     decisions: Counter[str] = field(default_factory=Counter)
     runs: list[str] = field(default_factory=list)
+    dsn: str | None = None
+    """A PostgreSQL database to keep the runs in, instead of a SQLite file."""
 
     def __post_init__(self) -> None:
-        self.store = str(self.tmp / f"store-{self.policy}.db")
+        self.store = self.dsn or str(self.tmp / f"store-{self.policy}.db")
         self.bank = Bank(self.tmp / f"bank-{self.policy}.db", dedupe=self.policy == "keyed")
         self.bank.create({f"{self.policy}-{i}": 100 + i for i in range(5_000)})
-        SQLiteStore(self.store).close()  # the schema; children only ever open it
-        self.db = sqlite3.connect(self.store, isolation_level=None)
+        if self.dsn is None:
+            SQLiteStore(self.store).close()  # the schema; children only ever open it
+            self.db = sqlite3.connect(self.store, isolation_level=None)
 
     def job(self, run_id: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -111,6 +115,8 @@ class Campaign:
         }
 
     def seen(self, run_id: str) -> Seen:
+        if self.dsn is not None:
+            return anyio.run(self._seen_in_postgres, run_id)
         rows = self.db.execute(  # the live state and seq: the snapshot is written behind
             "SELECT r.status, coalesce(e.target, r.state), coalesce(e.seq, r.seq) FROM runs r "
             "LEFT JOIN (SELECT * FROM events WHERE run_id=?1 ORDER BY seq DESC LIMIT 1) e "
@@ -132,10 +138,35 @@ class Campaign:
             len(self.bank.refunds(run_id)),
         )
 
-    def drive_to_end(self, run_id: str) -> None:
-        """Kill, resume, approve as needed until the run ends; every kill is classified."""
+    async def _seen_in_postgres(self, run_id: str) -> Seen:
+        from statechart.store.postgres import PostgresStore
+
+        assert self.dsn is not None
+        store = PostgresStore(self.dsn)
+        try:
+            try:
+                loaded = await store.load(run_id)
+            except RunNotFoundError:
+                return Seen(None, "", 0, False, False, False, len(self.bank.refunds(run_id)))
+            intents = await store.intents(run_id)
+        finally:
+            await store.close()
+        refund = [i.completed_seq for i in intents if i.call.name == "issue_refund"]
+        return Seen(
+            loaded.snapshot.status,
+            loaded.state,
+            loaded.seq,
+            bool(refund),
+            bool(refund) and refund[-1] is not None,
+            bool(intents) and intents[-1].completed_seq is None,
+            len(self.bank.refunds(run_id)),
+        )
+
+    def drive_to_end(self, run_id: str, *, first: str | None = None) -> None:
+        """Kill, resume, approve as needed until the run ends; every kill is classified.
+        With `first`, the first drive is killed at that fail-point and no other."""
         self.runs.append(run_id)
-        killed = 0
+        killed = 0 if first is None else MAX_KILLS_PER_RUN - 1
         for _ in range(40):
             before = self.seen(run_id)
             if before.status == "ended":
@@ -147,7 +178,14 @@ class Campaign:
                 self.decisions[report["decision"]] += 1
                 continue
             mode, point, extra, delay = "clean", None, {}, None
-            if killed < MAX_KILLS_PER_RUN:
+            if first is not None:
+                point, mode, extra, first = (
+                    first.split(":")[0],
+                    "failpoint",
+                    {"failpoint": first},
+                    None,
+                )
+            elif killed < MAX_KILLS_PER_RUN:
                 if self.rng.random() < 0.5:
                     left = SETUP + PER_STEP * max(STEPS - before.seq, 1)
                     mode, delay = "random", self.rng.uniform(0.0, left)
@@ -201,7 +239,13 @@ def check(campaign: Campaign) -> dict[str, int]:
 
     async def read() -> tuple[list[tuple[str, str, str]], list[str]]:
         """Each run's end and every event's `trigger: reason`."""
-        store = SQLiteStore(campaign.store)
+        store: Any
+        if campaign.dsn is not None:
+            from statechart.store.postgres import PostgresStore
+
+            store = PostgresStore(campaign.dsn)
+        else:
+            store = SQLiteStore(campaign.store)
         try:
             ends = [(r.run_id, r.status, r.state) for r in await store.runs()]
             reasons = []
@@ -214,7 +258,9 @@ def check(campaign: Campaign) -> dict[str, int]:
                 reasons += [f"{e.trigger}: {e.reason}" for e in events]
             return ends, reasons
         finally:
-            store.close()
+            closed = store.close()
+            if closed is not None:
+                await closed
 
     ends, reasons = anyio.run(read)
     assert sorted(r for r, _, _ in ends) == sorted(campaign.runs), "a run was lost"
@@ -361,3 +407,30 @@ def test_a_kill_between_storing_the_chart_and_the_run_leaves_nothing_unresumable
     again = run_cli(tmp_path, "run", AGENT, "--input", TICKET, code=WAITING)
     run_id = waiting_id(again.stdout)
     assert "ended in 'done'" in run_cli(tmp_path, "approve", run_id).stdout
+
+
+def test_every_fail_point_on_postgres(zygote: Zygote, tmp_path: Path) -> None:
+    """The crash test's fail-points with the runs in PostgreSQL: each policy, each point
+    (at each count a clean drive reaches it), then driven to the end by fresh processes."""
+    rng = random.Random(18)
+    for policy in POLICIES:
+        (tmp_path / policy).mkdir()
+        with fresh_database() as dsn:
+            campaign = Campaign(policy, tmp_path / policy, zygote, rng, dsn=dsn)
+            i = 0
+            for point, times in sorted(POINTS.items()):
+                for n in range(1, times + 1):
+                    campaign.drive_to_end(f"{policy}-{i}", first=f"{point}:{n}")
+                    i += 1
+            found = check(campaign)
+        print(f"\n{policy} on PostgreSQL: {found}, kills {dict(campaign.kills)}")
+        assert sum(campaign.points.values()) == sum(POINTS.values()), campaign.points
+        assert set(campaign.points) == set(POINTS), campaign.points
+        assert found["duplicates"] == 0, found
+        assert found["refunded"] == found["done"] == found["runs"], found
+        if policy == "keyed":
+            assert found["keyed"] > 0, found
+        if policy == "reconcile":
+            assert found["reconciled"] > 0, found
+        if policy == "never":
+            assert found["asked"] > 0, found

@@ -39,6 +39,7 @@ from statechart import (
     RunNotFoundError,
     SQLiteStore,
     State,
+    Store,
     Tool,
     approve,
     call,
@@ -252,14 +253,20 @@ def refund_model() -> FunctionModel:
     return FunctionModel(refund_policy, spec="refund-demo")
 
 
-def _open(job: Job) -> tuple[Chart, SQLiteStore, FunctionModel]:
+def _open(job: Job) -> tuple[Chart, Store, FunctionModel]:
     # a snapshot every 3 events: kills land between events and the snapshots behind them
-    store = SQLiteStore(job["store"], snapshot_every=3)
+    store: Store
+    if job["store"].startswith("postgresql://"):
+        from statechart.store.postgres import PostgresStore
+
+        store = PostgresStore(job["store"], snapshot_every=3)
+    else:
+        store = SQLiteStore(job["store"], snapshot_every=3)
     return (refund_chart(job["policy"], job["bank"]), store, refund_model())
 
 
 async def _resume_when_free(
-    job: Job, chart: Chart, store: SQLiteStore, model: FunctionModel
+    job: Job, chart: Chart, store: Store, model: FunctionModel
 ) -> dict[str, Any]:
     """Resume, waiting out a dead holder's lease; says when it was refused and got in."""
     seen: dict[str, Any] = {"held": 0, "started": time.time(), "refused_at": None}
