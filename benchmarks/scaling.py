@@ -180,7 +180,7 @@ async def submit(dsn: str, runs: int) -> None:
 
 
 def drain(
-    dsn: str, runs: int, workers: int, concurrency: int, env: dict[str, str]
+    dsn: str, runs: int, workers: int, concurrency: int, env: dict[str, str], pool: int = 8
 ) -> dict[str, Any]:
     """Start the workers, wait until they listen, make every run ready, time until all end."""
     anyio.run(submit, dsn, runs, backend="asyncio")
@@ -198,7 +198,7 @@ def drain(
                 "--concurrency",
                 str(concurrency),
                 "--pool-size",
-                str(min(concurrency, 8)),
+                str(min(concurrency, pool)),
                 "--lease-ttl",
                 "30",
                 "--quiet",

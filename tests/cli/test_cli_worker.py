@@ -247,3 +247,45 @@ async def _approve_all(dsn: str, target: str, n: int) -> None:
                 await anyio.sleep(0.05)
     finally:
         await store.close()
+
+
+def test_workers_export_spans_from_the_otel_variables(tmp_path: Path) -> None:
+    """Only OTEL_EXPORTER_OTLP_ENDPOINT set: submit, a worker driving to the approval,
+    `approve --no-resume`, and a second worker finishing it are one trace, every span
+    parented, one span per stored transition."""
+    from tests.support.otlp_receiver import Receiver
+
+    agents = _agents(tmp_path)
+    with Receiver() as rx, fresh_database() as dsn:
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": rx.endpoint, "SLOW_APPROVAL": "1"}
+        target = f"{agents}/slow.py:chart"
+        run_cli(tmp_path, "submit", target, "--db", dsn, "--run-id", "t1", environ=cli_env(**otel))
+
+        def status() -> str:
+            shown = run_cli(tmp_path, "show", "t1", "--json", "--db", dsn).stdout
+            return str(json.loads(shown)["run"]["status"])
+
+        for step, want in (("drive", "waiting"), ("finish", "ended")):
+            worker = _worker(tmp_path, dsn, agents, "--lease-ttl", "30", **otel)
+            try:
+                _wait(lambda want=want: status() == want, 30)  # type: ignore[misc]
+            finally:
+                worker.send_signal(signal.SIGTERM)
+                worker.communicate(timeout=30)
+            assert worker.returncode == 0
+            if step == "drive":
+                run_cli(
+                    tmp_path, "approve", "t1", "--no-resume", "--db", dsn, environ=cli_env(**otel)
+                )
+        spans = rx.snapshot()[0]
+        events = json.loads(run_cli(tmp_path, "show", "t1", "--json", "--db", dsn).stdout)["events"]
+    assert len({s.trace_id for s in spans}) == 1  # one trace, across four processes
+    ids = {s.span_id for s in spans}
+    assert [s.name for s in spans if s.parent_span_id and s.parent_span_id not in ids] == []
+    (root,) = [s for s in spans if not s.parent_span_id]
+    assert root.name == "create_agent slow"
+    stepped = sorted(
+        s.attributes["statechart.step"] for s in spans if "statechart.step" in s.attributes
+    )
+    assert stepped == [e["seq"] for e in events]  # one span per stored transition
+    assert sum(s.name == "invoke_agent slow" for s in spans) == 2  # one per worker's drive
