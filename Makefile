@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
+.PHONY: demo test lint soak bench-scaling bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: lint
 
 soak: $(BIN)/python   # about half a minute, needs PostgreSQL: 1,000 runs, 4 workers killed at random
 	$(BIN)/python -m tests.support.soak --runs 1000
+
+bench-scaling: $(BIN)/python   # about 3 minutes, needs PostgreSQL; writes benchmarks/results/scaling.json
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python benchmarks/scaling.py
 
 bench: $(BIN)/python
 	$(BIN)/python benchmarks/overhead.py

@@ -17,6 +17,7 @@ SQLite, in one run (issue #18). Needs the local server (`--admin-dsn`) and the b
 
     python benchmarks/scaling.py            # full, several minutes; writes results/scaling.json
     python benchmarks/scaling.py --quick    # smoke run, well under a minute
+    python benchmarks/scaling.py --quick --no-langgraph    # without the bench extra (the test)
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import anyio
 import psycopg
 from durable import _Lean, chart_for, make_policy
 from side_common import HERE, ROOT, machine, r, spread, versions
-from side_langgraph import ScriptedChat, config, hand_written, inputs, node_runs
 from side_statechart import statechart_once
 
 import statechart as sc
@@ -84,6 +84,7 @@ async def statechart_postgres(dsn: str, steps: int) -> float:
 
 def langgraph_postgres(dsn: str, steps: int) -> float:
     from langgraph.checkpoint.postgres import PostgresSaver
+    from side_langgraph import ScriptedChat, config, hand_written, inputs, node_runs
 
     with PostgresSaver.from_conn_string(dsn) as saver:
         saver.setup()
@@ -107,11 +108,13 @@ async def bare_commit(dsn: str, n: int = 400) -> float:
         return (time.perf_counter() - t0) / n * 1e6
 
 
-def single(dsn: str, repeats: int, workdir: Path, steps: int = 200) -> dict[str, Any]:
+def single(
+    dsn: str, repeats: int, workdir: Path, steps: int = 200, langgraph: bool = True
+) -> dict[str, Any]:
     """Each contender once per round, rounds interleaved; on the server's settings and with
     `synchronous_commit=off` for the session (both contenders alike)."""
     relaxed = dsn + "?options=-c%20synchronous_commit%3Doff"
-    names = ("statechart_postgres", "langgraph_postgres", "bare_commit")
+    names = ("statechart_postgres", "bare_commit") + (("langgraph_postgres",) if langgraph else ())
     rounds: dict[str, list[float]] = {"statechart_sqlite": []}
     for name in names:
         rounds[name] = []
@@ -123,19 +126,24 @@ def single(dsn: str, repeats: int, workdir: Path, steps: int = 200) -> dict[str,
             rounds["statechart_postgres" + suffix].append(
                 anyio.run(statechart_postgres, where, steps, backend="asyncio")
             )
-            rounds["langgraph_postgres" + suffix].append(langgraph_postgres(where, steps))
+            if langgraph:
+                rounds["langgraph_postgres" + suffix].append(langgraph_postgres(where, steps))
             rounds["bare_commit" + suffix].append(anyio.run(bare_commit, where, backend="asyncio"))
         print(f"  round {i + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in rounds.items()))
 
     def ratio(a: str, b: str) -> dict[str, Any]:
         return spread([x / y for x, y in zip(rounds[a], rounds[b], strict=True)], 2)
 
-    return {
+    out: dict[str, Any] = {
         "steps": steps,
         "us_per_transition": {k: spread(v, 1) for k, v in rounds.items()},
+        "statechart_postgres_over_bare_commit": ratio("statechart_postgres", "bare_commit"),
+    }
+    if not langgraph:
+        return out
+    return out | {
         "langgraph_over_statechart_postgres": ratio("langgraph_postgres", "statechart_postgres"),
         "langgraph_over_bare_commit": ratio("langgraph_postgres", "bare_commit"),
-        "statechart_postgres_over_bare_commit": ratio("statechart_postgres", "bare_commit"),
         "langgraph_over_statechart_postgres_async_commit": ratio(
             "langgraph_postgres_async_commit", "statechart_postgres_async_commit"
         ),
@@ -285,6 +293,9 @@ def main() -> None:
         default=os.environ.get("STATECHART_TEST_POSTGRES", "postgresql://127.0.0.1:5432/test"),
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--no-langgraph", action="store_true", help="leave LangGraph out (no bench extra)"
+    )
     args = parser.parse_args()
     size = QUICK if args.quick else FULL
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -292,7 +303,7 @@ def main() -> None:
     out: dict[str, Any] = {"machine": machine(), "versions": versions(), "quick": args.quick}
     with tempfile.TemporaryDirectory() as tmp, database(args.admin_dsn) as dsn:
         print("1. one run of 200 transitions")
-        out["single"] = single(dsn, size["single"], Path(tmp))
+        out["single"] = single(dsn, size["single"], Path(tmp), langgraph=not args.no_langgraph)
     out["cpu_bound"] = []
     for workers in (1, 2, 4):
         with database(args.admin_dsn) as dsn:

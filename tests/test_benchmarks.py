@@ -30,3 +30,30 @@ def test_tracing_benchmark_runs_small_and_sees_one_span_per_transition(tmp_path:
     assert spans["receiver_errors"] == []
     assert result["transition_span_attributes"] == {"chat": 16, "execute_tool": 12, "transition": 8}
     assert "target: tracing off" in done.stdout
+
+
+def test_scaling_benchmark_runs_small_and_every_run_ends(tmp_path: Path) -> None:
+    from tests.support.postgres import fresh_database
+
+    with fresh_database():  # skips (or fails under CI) when no server runs
+        pass
+    out = tmp_path / "scaling.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scaling.py", "--quick", "--no-langgraph", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["single"]["us_per_transition"]) == {
+        "statechart_sqlite",
+        *(f"{n}{s}" for n in ("statechart_postgres", "bare_commit") for s in ("", "_async_commit")),
+    }
+    drained = [*result["cpu_bound"], result["latency"]["workers"]]
+    assert [x["workers"] for x in drained] == [1, 2, 4, 4]
+    for x in drained:  # every run ended in done, 20 transitions each, all counted
+        assert x["runs_done"] == x["runs"] and x["transitions"] == 20 * x["runs"]
+        assert 0 < x["database_cpu_share"] < 1 and x["workers_cpu_s"] > 0
+    assert result["latency"]["all_ended"] and result["latency"]["workers_over_single_cpu"] > 0
