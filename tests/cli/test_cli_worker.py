@@ -289,3 +289,41 @@ def test_workers_export_spans_from_the_otel_variables(tmp_path: Path) -> None:
     )
     assert stepped == [e["seq"] for e in events]  # one span per stored transition
     assert sum(s.name == "invoke_agent slow" for s in spans) == 2  # one per worker's drive
+
+
+def test_a_blocked_run_is_shown_blocked_and_unblock_readies_it(tmp_path: Path) -> None:
+    agents = _agents(tmp_path)
+    with fresh_database() as dsn:
+        run_cli(tmp_path, "submit", f"{agents}/slow.py:chart", "--db", dsn, "--run-id", "b1")
+        (agents / "slow.py").write_text("raise RuntimeError('deploy broke it')\n")
+        worker = _worker(
+            tmp_path, dsn, agents, "--poll", "0.05", "--max-tries", "2", "--backoff", "0.05"
+        )
+        try:
+            _wait(
+                lambda: (
+                    json.loads(run_cli(tmp_path, "runs", "--json", "--db", dsn).stdout)[0][
+                        "blocked"
+                    ]
+                    is not None
+                ),
+                30,
+            )
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.communicate(timeout=30)
+        listed = run_cli(tmp_path, "runs", "--db", dsn).stdout
+        assert "blocked" in listed and "deploy broke it" in listed
+        shown = run_cli(tmp_path, "show", "b1", "--db", dsn).stdout
+        assert "blocked after 2 tries: LoadError" in shown and "statechart unblock b1" in shown
+        assert json.loads(run_cli(tmp_path, "show", "b1", "--json", "--db", dsn).stdout)[
+            "blocked"
+        ].startswith("LoadError")
+        out = run_cli(tmp_path, "unblock", "b1", "--db", dsn).stdout
+        assert "ready for a worker again" in out
+        with psycopg.connect(dsn) as db:
+            row = db.execute(
+                "SELECT blocked, tries, ready, problem FROM runs WHERE run_id = 'b1'"
+            ).fetchone()
+        assert row == (False, 0, True, None)
+        assert run_cli(tmp_path, "unblock", "nope", "--db", dsn, code=1).stderr
