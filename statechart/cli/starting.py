@@ -49,9 +49,11 @@ async def started(
     run_id: str | None,
     *,
     existing_ok: bool,
+    queued: bool = False,
 ) -> tuple[Chart, Store, Model, Run]:
     """Check chart, input and model, then store the chart's source and a new run (or, when
-    `existing_ok`, find the run `run_id` names, if it exists with the same chart)."""
+    `existing_ok`, find the run `run_id` names, if it exists with the same chart); `queued`
+    makes a new run on a PostgreSQL store ready for workers as it is created."""
     _use(db)
     chart, module = load_chart(target)
     text = input_file.read_text() if input_file else input or "{}"
@@ -60,6 +62,8 @@ async def started(
     chosen = _model(model, module)
     _trace()
     store = _open(db)
+    if queued and isinstance(store, PostgresStore):
+        store.queue_created = True  # ready in the transaction that creates it
     if existing_ok and run_id is not None:
         try:
             found = (await store.load(run_id)).snapshot
@@ -100,10 +104,10 @@ def submit(
 
     async def go() -> None:
         _, store, _, found = await started(
-            target, input, input_file, db, model, run_id, existing_ok=True
+            target, input, input_file, db, model, run_id, existing_ok=True, queued=True
         )
         queued = False
-        if isinstance(store, PostgresStore):
+        if isinstance(store, PostgresStore):  # again for a run submitted before: a no-op
             queued = await RunQueue(store).enqueue(found.run_id)
         await _close(store)
         typer.echo(found.run_id)

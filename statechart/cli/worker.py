@@ -43,7 +43,7 @@ def worker(
         typer.Option(help="Seconds between claim queries; default a quarter of --lease-ttl."),
     ] = None,
     max_tries: Annotated[
-        int, typer.Option(help="Failed chart loads before a run is blocked.", min=1)
+        int, typer.Option(help="Failures in a row before a run is blocked.", min=1)
     ] = 5,
     backoff: Annotated[float, typer.Option(help="Seconds before the first retry.")] = 2.0,
     instant_takeover: Annotated[

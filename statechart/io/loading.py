@@ -24,14 +24,15 @@ from statechart.chart.chart import Chart
 from statechart.errors import LoadError, SourceRefusedError, StatechartError
 
 
-def load_chart(target: str) -> tuple[Chart, ModuleType]:
+def load_chart(target: str, *, builders: bool = True) -> tuple[Chart, ModuleType]:
     """The chart `target` names (a `Chart`, or a function returning one) and its module.
 
     `target` is `PATH.py:NAME` (a file, imported by path), `MODULE:NAME` (an importable
     module, e.g. `myapp.agents:chart`) or, without a `:`, the name an installed package
-    registered the chart under (`registered_charts()`)."""
+    registered the chart under (`registered_charts()`). With `builders=False` only a
+    `Chart` object is taken, never a function called (a name read from a database)."""
     if ":" not in target:
-        return load_chart(registered(target).value)
+        return load_chart(registered(target).value, builders=builders)
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise LoadError(
@@ -42,6 +43,11 @@ def load_chart(target: str) -> tuple[Chart, ModuleType]:
     if found is None:
         raise LoadError(f"{path} has no '{name}'; name the Chart object (e.g. {path}:chart)")
     if callable(found) and not isinstance(found, Chart):
+        if not builders:
+            raise SourceRefusedError(
+                f"{target} is a function, not a Chart; a worker calls no function a stored "
+                "chart source names: name the Chart object"
+            )
         required = [
             p
             for p in inspect.signature(found).parameters.values()

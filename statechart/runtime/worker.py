@@ -50,15 +50,15 @@ class WorkerSettings:
     concurrency: int = 8
     """Runs driven at once in this process."""
     lease_ttl: float = 30.0
-    """Seconds a claim lasts unless renewed (renewed every third of it, also mid-call):
-    how long a run of a killed worker waits before another takes it over."""
+    """Seconds a claim lasts unless renewed (renewed every third of it, also during a model
+    call or an async tool): how long a run of a killed worker waits for another."""
     poll: float | None = None
     """Seconds between claim queries when no notification comes; default a quarter of
     `lease_ttl`, so an expired lease is found soon after it expires."""
     agents: Path | None = None
     """The folder chart files are loaded from (besides installed packages' charts)."""
     max_tries: int = 5
-    """Failed chart loads after which a run is blocked."""
+    """Failures in a row (a chart that does not load, a drive that fails) that block a run."""
     backoff: float = 2.0
     """Seconds before the first retry of a run whose chart failed to load; doubled each try."""
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
@@ -93,6 +93,7 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.queue = RunQueue(self.store)
+        self.store.requeue = True  # a drive that stops with its run running puts it back
 
     def wake(self, *, look: bool = True) -> None:
         """Claim now rather than at the next poll; `look=False` (a drive of this worker
@@ -133,24 +134,27 @@ class Worker:
         if free <= 0:
             return
         versions = await self._loadable() if look else list(self.charts)
-        leases = await self.queue.claim(
+        claims = await self.queue.claim(
             self.settings.name, versions, limit=free, ttl=self.settings.lease_ttl
         )
-        if look and len(leases) < free:
-            for run_id in await self.queue.abandoned_here(versions):
-                if len(leases) >= free or run_id in self.active:
-                    break
-                try:
-                    leases.append(
-                        await self.store.acquire(
-                            run_id, self.settings.name, self.settings.lease_ttl
-                        )
-                    )
-                except LeaseHeldError:
-                    continue
-        for lease in leases:
-            self.active.add(lease.run_id)
-            drives.start_soon(self._drive, lease)
+        for claim in claims:
+            self.active.add(claim.lease.run_id)
+            drives.start_soon(self._drive, claim.lease, claim.tries)
+        if not look or len(claims) >= free:
+            return
+        for run_id in await self.queue.abandoned_here(versions):
+            if len(self.active) >= self.settings.concurrency:
+                break
+            if run_id in self.active:
+                continue
+            try:
+                lease = await self.store.acquire(
+                    run_id, self.settings.name, self.settings.lease_ttl
+                )
+            except LeaseHeldError:
+                continue
+            self.active.add(run_id)
+            drives.start_soon(self._drive, lease, 0)
 
     async def _loadable(self) -> list[str]:
         """The chart versions this worker can drive, loading any new one that claimable
@@ -178,7 +182,7 @@ class Worker:
                 f"chart version {version} has no stored source (its runs were started from "
                 "a chart built inside a function); start them with `statechart submit`"
             )
-        chart, module = load_chart(trusted_target(source, self.settings.agents))
+        chart, module = load_chart(trusted_target(source, self.settings.agents), builders=False)
         compiled(chart)
         gc.collect()
         gc.freeze()  # modules and charts outlive every run: keep them out of the GC's passes
@@ -195,9 +199,9 @@ class Worker:
             found = self.models[run.model] = from_spec(run.model, run.run_id)
         return found
 
-    async def _drive(self, lease: Lease) -> None:
+    async def _drive(self, lease: Lease, tries: int) -> None:
         run_id = lease.run_id
-        released = False
+        releases = False
         try:
             loaded = await self.store.load(run_id)
             chart, _ = self.charts[loaded.snapshot.chart_version]
@@ -208,7 +212,8 @@ class Worker:
                     self.on_step(run_id, record.run)
                 return self.draining
 
-            released = True  # from here on, the drive releases the lease
+            releases = True  # from here on, the drive releases the lease (and puts the
+            # run back if it stops while the run is still running: a drain)
             last = await drive_to_end(
                 chart,
                 run_id,
@@ -219,31 +224,40 @@ class Worker:
                 resuming=True,
                 each=each,
             )
-            if self.draining and last is not None and last.status == "running":
-                await self.queue.enqueue(run_id)  # another worker goes on at once
+            if tries:
+                await self.queue.succeeded(run_id)
             if last is not None:
                 log.info("run %s: %s in '%s'", run_id, last.status, last.state)
         except (LeaseHeldError, LeaseLostError) as exc:
             log.info("run %s: another driver has it (%s)", run_id, exc)
         except Exception as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-            log.error("run %s failed to drive: %s", run_id, problem)
-            if not released:
-                await self.store.release(lease)
-            await self.queue.retry_later(
-                run_id, problem, max_tries=self.settings.max_tries, backoff=self.settings.backoff
-            )
+            await self._failed(lease, exc, released=releases)
         finally:
             self.active.discard(run_id)
             self.driven += 1
             self.wake(look=False)
 
+    async def _failed(self, lease: Lease, exc: Exception, *, released: bool) -> None:
+        """Log a drive that failed and count it against its run (blocked after its tries);
+        never raise: a run this cannot record is found again when its lease expires."""
+        problem = f"{type(exc).__name__}: {exc}"
+        log.error("run %s failed to drive: %s", lease.run_id, problem)
+        try:
+            if not released:  # a takeover keeps its doubt: the next claim takes it over
+                await self.store.release(lease, clean=not lease.took_over)
+            await self.queue.retry_later(
+                lease.run_id,
+                problem,
+                max_tries=self.settings.max_tries,
+                backoff=self.settings.backoff,
+            )
+        except Exception as again:
+            log.error("run %s: could not record the failure: %s", lease.run_id, again)
+
     async def _listen(self) -> None:
         """Wake the loop on every notification; reopen a dropped connection (with a pause
         that grows to the poll interval) and claim once on reconnect, since notifications
         sent while it was down are lost."""
-        import psycopg
-
         pause = 0.05
         first = True
         while True:
@@ -257,8 +271,9 @@ class Worker:
                     while True:
                         async for _ in conn.notifies(timeout=self.settings.every):
                             self.wake()
-            except psycopg.OperationalError as exc:
-                log.warning("LISTEN connection lost (%s); reopening", exc)
+                        await conn.execute("SELECT 1")  # a silently dead link fails here
+            except Exception as exc:
+                log.warning("LISTEN connection lost (%s: %s); reopening", type(exc).__name__, exc)
                 first = False
                 await anyio.sleep(pause)
                 pause = min(pause * 2, self.settings.every)

@@ -59,6 +59,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN chart_version TEXT",
         "UPDATE runs SET chart_version = snapshot->>'chart_version'",
         "ALTER TABLE runs ADD COLUMN ready BOOLEAN NOT NULL DEFAULT FALSE",
+        # runs stored before the queue existed: any running one nobody holds was submitted
+        "UPDATE runs SET ready = (status = 'running' AND lease_holder IS NULL)",
         "ALTER TABLE runs ADD COLUMN tries INT NOT NULL DEFAULT 0",
         "ALTER TABLE runs ADD COLUMN next_try DOUBLE PRECISION NOT NULL DEFAULT 0",
         "ALTER TABLE runs ADD COLUMN problem TEXT",
@@ -66,6 +68,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX runs_runnable ON runs (num) WHERE status = 'running' AND NOT blocked",
         "ALTER TABLE event_rows ADD COLUMN holder TEXT",
         """CREATE TABLE leases (
+            n BIGINT GENERATED ALWAYS AS IDENTITY,
             run_id TEXT NOT NULL, holder TEXT NOT NULL, acquired DOUBLE PRECISION NOT NULL,
             seq BIGINT NOT NULL, took_over_from TEXT, released DOUBLE PRECISION,
             clean BOOLEAN, PRIMARY KEY (run_id, holder)

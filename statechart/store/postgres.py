@@ -11,7 +11,6 @@ fences two appends of one seq. See docs/persistence.md.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +58,9 @@ from statechart.store.rules import (
 )
 
 Params = Sequence[Any] | Mapping[str, Any]
+NOW = "extract(epoch FROM clock_timestamp())::float8"
+"""The server's clock, in seconds: every lease time is read and written by it, so workers
+on machines whose clocks disagree still agree on when a lease expires."""
 CHANNEL = "statechart_runs"
 """The LISTEN/NOTIFY channel: a run id is sent on it when the run becomes ready to drive
 (submitted, approved, rejected) or a person ended it (cancelled)."""
@@ -109,6 +111,12 @@ class PostgresStore:
         self.same_host_takeover = same_host_takeover
         """Take a lease over at once when its holder is a dead process on this machine
         (False: wait for its time-to-live to pass, as from another machine)."""
+        self.requeue = False
+        """A worker's store: releasing a lease on a run still `running` (a drain, a
+        cancelled drive) makes it ready for another worker, in the same transaction."""
+        self.queue_created = False
+        """`statechart submit`'s store: a new run is ready for a worker when created (and
+        the workers are told, in the same transaction)."""
         self._pool = AsyncConnectionPool(
             dsn,
             min_size=1,
@@ -151,7 +159,7 @@ class PostgresStore:
                 async with conn.transaction():
                     await conn.execute(
                         "INSERT INTO runs (run_id, chart, status, state, seq, snapshot, "
-                        "chart_version) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
+                        "chart_version, ready) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s)",
                         (
                             run.run_id,
                             run.chart,
@@ -160,6 +168,7 @@ class PostgresStore:
                             run.seq,
                             snapshot,
                             run.chart_version,
+                            self.queue_created and run.status == "running",
                         ),
                     )
                     await conn.execute(
@@ -180,6 +189,8 @@ class PostgresStore:
                                 i.key,
                             ),
                         )
+                    if self.queue_created:
+                        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run.run_id))
             except psycopg.errors.UniqueViolation:
                 raise run_exists(run.run_id) from None
 
@@ -263,9 +274,9 @@ class PostgresStore:
     async def renew(self, lease: Lease) -> None:
         async with await self._connection() as conn, conn.transaction():
             cur = await conn.execute(
-                "UPDATE runs SET lease_expires=%s WHERE run_id=%s AND lease_holder=%s "
+                f"UPDATE runs SET lease_expires={NOW} + %s WHERE run_id=%s AND lease_holder=%s "
                 "AND lease_expires > 0",
-                (time.time() + lease.ttl, lease.run_id, lease.holder),
+                (lease.ttl, lease.run_id, lease.holder),
             )
             if cur.rowcount != 1:
                 found = await (
@@ -280,15 +291,14 @@ class PostgresStore:
         async with await self._connection() as conn, conn.transaction():
             found = await (
                 await conn.execute(
-                    "SELECT lease_holder, lease_expires, lease_seq, lease_process FROM runs "
-                    "WHERE run_id=%s FOR UPDATE",
+                    f"SELECT lease_holder, lease_expires, lease_seq, lease_process, {NOW} "
+                    "FROM runs WHERE run_id=%s FOR UPDATE",
                     (run_id,),
                 )
             ).fetchone()
             if found is None:
                 raise RunNotFoundError(f"no run {run_id} in the PostgreSQL store")
-            current, expires, last_seq, process = found
-            now = time.time()
+            current, expires, last_seq, process, now = found
             dead = self.same_host_takeover and known_dead(process)
             if current is not None and expires > now and not dead:
                 raise lease_held(run_id, current, expires - now)
@@ -316,11 +326,13 @@ class PostgresStore:
 
     async def release(self, lease: Lease, *, clean: bool = True) -> None:
         behind = self._behind.get(lease.run_id)
+        ready = "ready = (status = 'running'), " if self.requeue else ""
         async with await self._connection() as conn, conn.transaction():
             found = await (
                 await conn.execute(
                     "UPDATE runs SET lease_holder=CASE WHEN %s THEN NULL ELSE lease_holder END, "
-                    "lease_expires=0 WHERE run_id=%s AND lease_holder=%s RETURNING num",
+                    f"{ready}lease_expires=0 WHERE run_id=%s AND lease_holder=%s "
+                    "RETURNING num, status",
                     (clean, lease.run_id, lease.holder),
                 )
             ).fetchone()
@@ -329,9 +341,11 @@ class PostgresStore:
                 self._known[lease.run_id] = (found[0], behind.status, behind.seq)
             if found is not None:
                 await conn.execute(
-                    "UPDATE leases SET released=%s, clean=%s WHERE run_id=%s AND holder=%s",
-                    (time.time(), clean, lease.run_id, lease.holder),
+                    f"UPDATE leases SET released={NOW}, clean=%s WHERE run_id=%s AND holder=%s",
+                    (clean, lease.run_id, lease.holder),
                 )
+                if self.requeue and found[1] == "running":  # exact: status is never behind
+                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, lease.run_id))
             failpoints.hit("store.release.uncommitted")
         if found is not None:
             self._behind.pop(lease.run_id, None)

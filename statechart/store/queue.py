@@ -4,51 +4,63 @@ A run is claimable when it is `running`, not blocked, due (past its chart-loadin
 backoff), of a chart version the worker can load, and either ready with no holder
 (submitted, approved, rejected, or put back by a draining worker) or held by a lease that
 expired (its worker died: no notification comes for that, the poll finds it). One
-`UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED)` claims a batch: concurrent workers
-skip each other's rows instead of waiting on them, and each claim is a lease like
-`Store.acquire`'s, logged in `leases`. See docs/decisions.md for why plain SQL, not a job
-queue library.
+transaction claims a batch: `SELECT ... FOR UPDATE SKIP LOCKED` (concurrent workers skip
+each other's rows instead of waiting on them), then an `UPDATE` that takes the leases,
+like `Store.acquire`, each logged in `leases`. Lease times are the server's clock. See
+docs/decisions.md for why plain SQL, not a job queue library.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from statechart.store.base import Lease
-from statechart.store.postgres import CHANNEL, PostgresStore
+from statechart.store.postgres import CHANNEL, NOW, PostgresStore
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import SEQ_BITS, SEQ_MASK
 
 _RUNNABLE = (
-    "status = 'running' AND NOT blocked AND next_try <= %(now)s AND "
-    "((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < %(now)s))"
+    f"status = 'running' AND NOT blocked AND next_try <= {NOW} AND "
+    f"((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < {NOW}))"
 )
 _LIVE_SEQ = (
     "GREATEST(r.seq, coalesce((SELECT max(id) FROM event_rows WHERE id BETWEEN "
     f"r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) & {SEQ_MASK}, 0))"
 )
-_CLAIM = f"""
-WITH c AS (
-    SELECT num, lease_holder AS prev, lease_seq AS prev_mark FROM runs
-    WHERE {_RUNNABLE} AND chart_version = ANY(%(versions)s)
-    ORDER BY num LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-), u AS (
+_PICK = f"""
+SELECT num, lease_holder, lease_seq, tries FROM runs
+WHERE {_RUNNABLE} AND chart_version = ANY(%(versions)s)
+ORDER BY num LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+"""
+_TAKE = f"""
+WITH u AS (
     UPDATE runs r SET
         lease_holder = %(name)s || '#' || substr(md5(random()::text || r.num), 1, 8),
-        lease_expires = %(now)s + %(ttl)s, lease_seq = {_LIVE_SEQ},
+        lease_expires = {NOW} + %(ttl)s, lease_seq = {_LIVE_SEQ},
         lease_process = %(process)s, ready = FALSE
-    FROM c WHERE r.num = c.num
-    RETURNING r.run_id, r.lease_holder, c.prev, c.prev_mark, r.lease_seq, r.num, r.status, r.seq
+    WHERE r.num = ANY(%(nums)s)
+    RETURNING r.run_id, r.lease_holder, r.lease_seq, r.num, r.status, r.seq
 ), logged AS (
     INSERT INTO leases (run_id, holder, acquired, seq, took_over_from)
-    SELECT run_id, lease_holder, %(now)s, lease_seq, prev FROM u
+    SELECT u.run_id, u.lease_holder, {NOW}, u.lease_seq, p.prev
+    FROM u JOIN unnest(%(nums)s::bigint[], %(prevs)s::text[]) AS p(num, prev) ON p.num = u.num
 )
 SELECT * FROM u
 """
+"""Run in the transaction that locked the rows (`_PICK`), as a second statement: under READ
+COMMITTED it reads the log afresh, so an append the previous holder committed while the
+rows were being picked counts in the seq the lease starts from."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A lease a worker claimed, and how many times driving its run has failed in a row."""
+
+    lease: Lease
+    tries: int
 
 
 @dataclass(frozen=True)
@@ -86,42 +98,55 @@ class RunQueue:
 
     async def pending_versions(self) -> set[str]:
         """The chart versions of claimable runs (whatever chart a worker can load)."""
-        rows = await self._execute(
-            f"SELECT DISTINCT chart_version FROM runs WHERE {_RUNNABLE}", {"now": time.time()}
-        )
+        rows = await self._execute(f"SELECT DISTINCT chart_version FROM runs WHERE {_RUNNABLE}")
         return {version for (version,) in rows if version is not None}
 
     async def claim(
         self, name: str, versions: Sequence[str], *, limit: int, ttl: float
-    ) -> list[Lease]:
-        """Lease up to `limit` claimable runs of `versions`, oldest first; one statement."""
+    ) -> list[Claim]:
+        """Lease up to `limit` claimable runs of `versions`, oldest first, in one
+        transaction: lock them (skipping rows other claimers hold), then take them."""
         if limit < 1 or not versions:
             return []
-        rows = await self._execute(
-            _CLAIM,
-            {
-                "now": time.time(),
-                "versions": list(versions),
-                "limit": limit,
-                "name": name,
-                "ttl": ttl,
-                "process": identity(),
-            },
-        )
-        leases = []
-        for run_id, holder, previous, mark, seq, num, status, snapshot_seq in rows:
-            self.store._known[run_id] = (num, status, snapshot_seq)
-            leases.append(
-                Lease(
-                    run_id,
-                    holder,
-                    ttl,
-                    took_over=previous is not None,
-                    previous=previous,
-                    previous_seq=seq if previous is not None and mark != -1 else None,
+        async with await self.store._connection() as conn, conn.transaction():
+            picked = await (
+                await conn.execute(_PICK, {"versions": list(versions), "limit": limit})
+            ).fetchall()
+            if not picked:
+                return []
+            rows = await (
+                await conn.execute(
+                    _TAKE,
+                    {
+                        "nums": [num for num, *_ in picked],
+                        "prevs": [prev for _, prev, *_ in picked],
+                        "name": name,
+                        "ttl": ttl,
+                        "process": identity(),
+                    },
                 )
+            ).fetchall()
+        before = {num: (prev, mark, tries) for num, prev, mark, tries in picked}
+        claims = []
+        for run_id, holder, seq, num, status, snapshot_seq in rows:
+            previous, mark, tries = before[num]
+            self.store._known[run_id] = (num, status, snapshot_seq)
+            lease = Lease(
+                run_id,
+                holder,
+                ttl,
+                took_over=previous is not None,
+                previous=previous,
+                previous_seq=seq if previous is not None and mark != -1 else None,
             )
-        return leases
+            claims.append(Claim(lease, tries))
+        return claims
+
+    async def succeeded(self, run_id: str) -> None:
+        """Forget a run's failed tries: a drive of it went through."""
+        await self._execute(
+            "UPDATE runs SET tries = 0, problem = NULL WHERE run_id = %s AND tries > 0", (run_id,)
+        )
 
     async def abandoned_here(self, versions: Sequence[str]) -> list[str]:
         """Runs of `versions` whose lease is still live but whose holder is a process on
@@ -130,8 +155,8 @@ class RunQueue:
             return []
         rows = await self._execute(
             "SELECT run_id, lease_process FROM runs WHERE status = 'running' AND NOT blocked "
-            "AND lease_holder IS NOT NULL AND lease_expires >= %s AND chart_version = ANY(%s)",
-            (time.time(), list(versions)),
+            f"AND lease_holder IS NOT NULL AND lease_expires >= {NOW} AND chart_version = ANY(%s)",
+            (list(versions),),
         )
         return [run_id for run_id, process in rows if known_dead(process)]
 
@@ -143,11 +168,10 @@ class RunQueue:
         error, at its `max_tries`-th failure. The runs blocked by this call."""
         rows = await self._execute(
             f"UPDATE runs SET tries = tries + 1, problem = %(problem)s, "
-            f"next_try = %(now)s + least(%(backoff)s * power(2, tries), 3600), "
+            f"next_try = {NOW} + least(%(backoff)s * power(2, tries), 3600), "
             f"blocked = tries + 1 >= %(max)s WHERE {_RUNNABLE} AND chart_version = %(version)s "
             "RETURNING run_id, blocked",
             {
-                "now": time.time(),
                 "problem": problem,
                 "backoff": backoff,
                 "max": max_tries,
@@ -159,16 +183,15 @@ class RunQueue:
     async def retry_later(
         self, run_id: str, problem: str, *, max_tries: int, backoff: float
     ) -> bool:
-        """Record that driving a run failed before it could step (its chart or model did
-        not load, or its resume was refused): ready again after the backoff, blocked at
-        its `max_tries`-th failure. True if this blocked it."""
+        """Record that driving a run failed (its model did not build, its resume was
+        refused, the store failed): ready again after the backoff, blocked at its
+        `max_tries`-th failure in a row. True if this blocked it."""
         rows = await self._execute(
             "UPDATE runs SET tries = tries + 1, problem = %(problem)s, ready = TRUE, "
-            "next_try = %(now)s + least(%(backoff)s * power(2, tries), 3600), "
+            f"next_try = {NOW} + least(%(backoff)s * power(2, tries), 3600), "
             "blocked = tries + 1 >= %(max)s WHERE run_id = %(run)s AND status = 'running' "
             "RETURNING blocked",
             {
-                "now": time.time(),
                 "problem": problem,
                 "backoff": backoff,
                 "max": max_tries,
@@ -210,7 +233,7 @@ class RunQueue:
         """Every lease taken on a run, in the order taken."""
         rows = await self._execute(
             "SELECT holder, acquired, seq, took_over_from, released, clean FROM leases "
-            "WHERE run_id = %s ORDER BY acquired, seq",
+            "WHERE run_id = %s ORDER BY n",
             (run_id,),
         )
         return [Held(*row) for row in rows]

@@ -200,29 +200,29 @@ def test_two_workers_racing_never_drive_one_run_at_once(
                 w.communicate(timeout=30)
         with psycopg.connect(dsn) as db:
             rows = db.execute(
-                "SELECT r.run_id, e.holder FROM runs r JOIN event_rows e ON e.id >> 32 = r.num "
-                "ORDER BY r.num, e.id"
+                "SELECT r.run_id, e.id & 4294967295, e.holder FROM runs r "
+                "JOIN event_rows e ON e.id >> 32 = r.num ORDER BY r.num, e.id"
             ).fetchall()
             logged: dict[str, list[Held]] = {}
             for run_id, *held in db.execute(
                 "SELECT run_id, holder, acquired, seq, took_over_from, released, clean "
-                "FROM leases ORDER BY acquired, seq"
+                "FROM leases ORDER BY n"
             ):
                 logged.setdefault(run_id, []).append(Held(*held))
             states = set(db.execute("SELECT DISTINCT state FROM runs").fetchall())
         assert states == {("done",)}
-        by_run: dict[str, list[str | None]] = {}
-        for run_id, holder in rows:
-            by_run.setdefault(run_id, []).append(holder)
+        by_run: dict[str, list[tuple[int, str | None]]] = {}
+        for run_id, seq, holder in rows:
+            by_run.setdefault(run_id, []).append((seq, holder))
         assert len(by_run) == n
-        writers = {h for hs in by_run.values() for h in hs if h is not None}
+        writers = {h for hs in by_run.values() for _, h in hs if h is not None}
         assert len({w.split("#")[0] for w in writers}) == 2  # both workers drove runs
         changed = 0
         for run_id, seen in by_run.items():
-            holders = [h for h in seen if h is not None]  # None: the person's approval
-            assert len(seen) - len(holders) == 1
-            assert one_at_a_time(logged[run_id], holders) is None, (run_id, seen)
-            workers = [h.split("#")[0] for h in holders]
+            writes = [(q, h) for q, h in seen if h is not None]  # None: the person's approval
+            assert len(seen) - len(writes) == 1
+            assert one_at_a_time(logged[run_id], writes) is None, (run_id, seen)
+            workers = [h.split("#")[0] for _, h in writes]
             changed += any(a != b for a, b in itertools.pairwise(workers))
         assert changed > 0  # some runs' halves went to different workers
 

@@ -35,17 +35,25 @@ def test_the_soak_at_ci_size() -> None:
     assert figures["takeovers_instant_takeover"] >= 1 and figures["takeovers_lease_expiry"] >= 1
 
 
-def _held(holder: str, took: str | None = None, clean: bool | None = True) -> Held:
-    return Held(holder, 0.0, 0, took, None if clean is None else 1.0, clean)
+def _held(holder: str, seq: int = 0, took: str | None = None, clean: bool | None = True) -> Held:
+    return Held(holder, 0.0, seq, took, None if clean is None else 1.0, clean)
 
 
 def test_one_at_a_time_accepts_releases_and_takeovers_and_catches_overlaps() -> None:
-    a, b, c = _held("a", clean=None), _held("b", took="a", clean=True), _held("c")
-    assert one_at_a_time([a, b, c], ["a", "a", "b", "c"]) is None
-    lost = _held("x", took="a", clean=None)  # took a over, then died before writing
-    assert one_at_a_time([a, lost, _held("b", took="x")], ["a", "b"]) is None
-    problem = one_at_a_time([a, _held("b", took=None)], ["a", "b"])
+    a = _held("a", 0, clean=None)  # killed after writing 1 and 2
+    b = _held("b", 2, took="a")  # took a over at seq 2, released clean after 3
+    c = _held("c", 4)  # after a person's event 4
+    assert one_at_a_time([a, b, c], [(1, "a"), (2, "a"), (3, "b"), (5, "c")]) is None
+    lost = _held("x", 2, took="a", clean=None)  # took a over, then died before writing
+    assert one_at_a_time([a, lost, _held("b", 2, took="x")], [(1, "a"), (3, "b")]) is None
+    unclean = _held("a", 0, clean=False)  # released with a call in doubt
+    assert one_at_a_time([unclean, _held("b", 1, took="a")], [(1, "a"), (2, "b")]) is None
+    problem = one_at_a_time([a, _held("b", 2)], [(1, "a"), (3, "b")])
     assert problem is not None and "while a held it" in problem
-    assert "out of lease order" in (one_at_a_time([a, b], ["b", "a"]) or "")
-    assert "no lease" in (one_at_a_time([a], ["a", "z"]) or "")
+    late = one_at_a_time([a, b], [(1, "a"), (2, "a"), (3, "a")])  # a wrote after b took over
+    assert late is not None and "outside its lease" in late
+    early = one_at_a_time([a, b], [(1, "a"), (2, "b")])  # b wrote a seq before its lease
+    assert early is not None and "outside its lease" in early
+    assert "holds no lease" in (one_at_a_time([a], [(1, "a"), (2, "z")]) or "")
     assert "clean release" in (one_at_a_time([_held("a"), _held("b", took="a")], []) or "")
+    assert "while a held it" in (one_at_a_time([unclean, _held("b", 1)], []) or "")

@@ -205,8 +205,11 @@ async def test_a_dropped_listen_connection_is_reopened_and_the_queue_polled(
             return (await _statuses(store))[run_id] == ("ended", "done")
 
         await _until(done, 10)  # the notification woke it, not the 120 s poll
-        # the next run is made ready with no notification: only a poll can find it
-        chart, module = load_chart(target)
+        # a run of a chart version the worker has not loaded, made ready with no
+        # notification: only a poll (which looks for new versions) can find it
+        other = _agent(tmp_path / "agents", approval=False)
+        chart, module = load_chart(other)
+        await store.save_chart(chart.version, chart.describe(), chart_source(other))
         silent = await start(chart, store=store, model=module.demo_model())
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as c:
             await c.execute("UPDATE runs SET ready = TRUE WHERE run_id = %s", (silent.run_id,))
@@ -221,3 +224,65 @@ async def test_a_dropped_listen_connection_is_reopened_and_the_queue_polled(
         assert len(await listeners()) == 1 and (await listeners()) != [pid]
         stop.set()
     await worker.store.close()
+
+
+SLOW_MODEL = """
+import anyio
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply
+from statechart.models import register
+
+
+async def policy(request):
+    await anyio.sleep(30)
+    return reply(call("next_state", target="done"))
+
+
+chart = Chart(
+    "thinking_{tag}",
+    budget=Budget(max_steps=10),
+    states=(State("work", instructions="Think."), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),),
+)
+
+
+def demo_model(spec="demo:thinking-{tag}"):
+    return FunctionModel(policy, spec=spec)
+
+
+register("demo:thinking-{tag}", demo_model)
+"""
+
+
+async def test_a_worker_cancelled_mid_call_puts_its_runs_back(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    """A second signal cancels the drives: each releases its lease and its run is ready for
+    another worker in the same transaction, so none is left running with nobody to drive it."""
+    import psycopg
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (agents / f"thinking_{tag}.py").write_text(SLOW_MODEL.replace("{tag}", tag))
+    ids = await _submit(store, f"{agents}/thinking_{tag}.py:chart", 2)
+    worker = Worker(PostgresStore(store.dsn), WorkerSettings(lease_ttl=60, agents=agents))
+    with anyio.move_on_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+
+            async def both_calling() -> bool:
+                return len(worker.active) == 2
+
+            await _until(both_calling, 10)
+            await anyio.sleep(0.2)  # the model calls are under way
+            tg.cancel_scope.cancel()  # what the CLI does on a second signal
+    await worker.store.close()
+    async with await psycopg.AsyncConnection.connect(store.dsn) as c:
+        rows = await (
+            await c.execute("SELECT run_id, lease_holder, ready, status FROM runs ORDER BY num")
+        ).fetchall()
+    assert rows == [(run_id, None, True, "running") for run_id in ids]
+    claims = await RunQueue(store).claim(
+        "next", [load_chart(f"{agents}/thinking_{tag}.py:chart")[0].version], limit=5, ttl=30
+    )
+    assert sorted(c.lease.run_id for c in claims) == sorted(ids)

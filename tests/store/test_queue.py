@@ -65,10 +65,10 @@ async def test_a_claim_takes_ready_runs_of_the_versions_given_once(store: Postgr
     not_ready = await start(chart, store=store, model=ScriptedModel([]))  # `run`, not submit
     queue = RunQueue(store)
     assert await queue.pending_versions() == {chart.version, other.version}
-    leases = await queue.claim("w1", [chart.version], limit=2, ttl=30)
+    leases = [c.lease for c in await queue.claim("w1", [chart.version], limit=2, ttl=30)]
     assert [lease.run_id for lease in leases] == ids[:2]  # oldest first, up to the limit
     assert all(lease.holder.startswith("w1#") and not lease.took_over for lease in leases)
-    rest = await queue.claim("w2", [chart.version], limit=10, ttl=30)
+    rest = [c.lease for c in await queue.claim("w2", [chart.version], limit=10, ttl=30)]
     assert [lease.run_id for lease in rest] == ids[2:]  # never the claimed, nor the not ready
     assert await queue.claim("w3", [chart.version], limit=10, ttl=30) == []
     assert not_ready.run_id not in {lease.run_id for lease in leases + rest}
@@ -85,10 +85,10 @@ async def test_an_expired_lease_is_claimed_as_a_takeover(store: PostgresStore) -
     chart = _chart()
     (run_id,) = await _submitted(store, chart, 1)
     queue = RunQueue(store)
-    (first,) = await queue.claim("w1", [chart.version], limit=1, ttl=0.2)
+    (first,) = [c.lease for c in await queue.claim("w1", [chart.version], limit=1, ttl=0.2)]
     assert await queue.claim("w2", [chart.version], limit=1, ttl=30) == []  # still live
     await anyio.sleep(0.3)
-    (second,) = await queue.claim("w2", [chart.version], limit=1, ttl=30)
+    (second,) = [c.lease for c in await queue.claim("w2", [chart.version], limit=1, ttl=30)]
     assert second.took_over and second.previous == first.holder and second.previous_seq == 0
     assert [h.took_over_from for h in await queue.leases(run_id)] == [None, first.holder]
 
@@ -102,7 +102,7 @@ async def test_concurrent_claims_split_the_queue(store: PostgresStore) -> None:
     async def claimer(i: int) -> None:
         queue = RunQueue(stores[i])
         while found := await queue.claim(f"w{i}", [chart.version], limit=3, ttl=30):
-            got[i] += [lease.run_id for lease in found]
+            got[i] += [c.lease.run_id for c in found]
 
     async with anyio.create_task_group() as tg:
         for i in range(len(stores)):
@@ -111,7 +111,50 @@ async def test_concurrent_claims_split_the_queue(store: PostgresStore) -> None:
         await s.close()
     claimed = [run_id for each in got for run_id in each]
     assert sorted(claimed) == sorted(ids)  # every run once: none twice, none left
-    assert sum(1 for each in got if each) >= 2  # skipped, not waited on
+
+
+async def test_a_claim_skips_a_row_another_transaction_holds(store: PostgresStore) -> None:
+    import psycopg
+
+    chart = _chart()
+    ids = await _submitted(store, chart, 3)
+    async with await psycopg.AsyncConnection.connect(store.dsn) as other:
+        await other.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (ids[0],))
+        with anyio.fail_after(5):  # not waiting for the other transaction to end
+            found = await RunQueue(store).claim("w", [chart.version], limit=3, ttl=30)
+        assert [c.lease.run_id for c in found] == ids[1:]
+        await other.rollback()
+    (last,) = await RunQueue(store).claim("w", [chart.version], limit=3, ttl=30)
+    assert last.lease.run_id == ids[0]
+
+
+async def test_a_takeover_claim_starts_from_the_log_not_the_snapshot(
+    store: PostgresStore,
+) -> None:
+    """A holder appends one step (its snapshot stays behind), then dies: the claim that
+    takes over knows the run is at seq 1, so the takeover is judged from there."""
+    from statechart.engine import Session
+    from statechart.runtime.driver import step
+
+    model = ScriptedModel([reply(call("next_state", target="done"))])
+    chart = _chart()
+    run = await start(chart, store=store, model=model)
+    queue = RunQueue(store)
+    await queue.enqueue(run.run_id)
+    (first,) = await queue.claim("w1", [chart.version], limit=1, ttl=0.2)
+    record = await step(chart, run, model=model, session=Session())
+    assert record is not None
+    await store.append(record, first.lease)  # one fenced row; the snapshot is behind
+    assert (await store.load(run.run_id)).snapshot.seq == 0
+    await anyio.sleep(0.3)  # w1 never releases: its lease expires
+    (second,) = await queue.claim("w2", [chart.version], limit=1, ttl=30)
+    assert second.lease.took_over and second.lease.previous == first.lease.holder
+    assert second.lease.previous_seq == 1
+    held = await queue.leases(run.run_id)
+    assert [(h.holder, h.seq, h.took_over_from) for h in held] == [
+        (first.lease.holder, 0, None),
+        (second.lease.holder, 1, first.lease.holder),
+    ]
 
 
 async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> None:
@@ -138,8 +181,8 @@ async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> 
         async for note in conn.notifies(timeout=5, stop_after=1):
             heard.append(note.payload)
     assert heard == [run.run_id]
-    (lease,) = await queue.claim("w", [chart.version], limit=5, ttl=30)
-    assert lease.run_id == run.run_id
+    (claim,) = await queue.claim("w", [chart.version], limit=5, ttl=30)
+    assert claim.lease.run_id == run.run_id and claim.tries == 0
     holders = await queue.holders(run.run_id)
     assert holders[-1] == (run.seq + 1, None)  # the person's event: no lease wrote it
     assert {h for _, h in holders[:-1]} == {(await queue.leases(run.run_id))[0].holder}
@@ -166,5 +209,5 @@ async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
     assert summary.blocked == "LoadError: still" and summary.status == "running"
     assert await queue.unblock(run_id)
     assert (await queue.blocked(run_id))[2] is False
-    (lease,) = await queue.claim("w", [chart.version], limit=1, ttl=30)
-    assert lease.run_id == run_id
+    (claim,) = await queue.claim("w", [chart.version], limit=1, ttl=30)
+    assert claim.lease.run_id == run_id and claim.tries == 0

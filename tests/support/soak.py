@@ -168,22 +168,27 @@ async def _approver(dsn: str) -> None:
         await anyio.sleep(0.05)
 
 
-def one_at_a_time(leases: Sequence[Held], holders: Sequence[str]) -> str | None:
-    """What breaks "one driver at a time" in a run's lease log and its events' writers (in
-    order, a person's events left out), or None: each lease must follow a clean release of
-    the one before or take that one over, and the events' writers must hold their leases in
-    the log's order (a lease that wrote nothing before it was lost is fine)."""
+def one_at_a_time(leases: Sequence[Held], writes: Sequence[tuple[int, str]]) -> str | None:
+    """What breaks "one driver at a time" in a run's lease log (in the order taken) and its
+    events' (seq, writer) (a person's events left out), or None. Each lease follows a clean
+    release of the one before or takes that one over (an unclean release or a death), and
+    each holder wrote only seqs after the one its lease started from and up to the one the
+    next lease started from: a lease lost before it wrote anything is fine."""
     for before, after in itertools.pairwise(leases):
-        if before.clean is None and after.took_over_from != before.holder:
+        if before.clean is not True and after.took_over_from != before.holder:
             return f"{after.holder} took the lease while {before.holder} held it"
         if before.clean is True and after.took_over_from is not None:
             return f"{after.holder} took over {after.took_over_from} after a clean release"
-    order = {h.holder: i for i, h in enumerate(leases)}
-    if any(h not in order for h in holders):
-        return "an event was written by a holder with no lease"
-    at = [order[h] for h in holders]
-    if at != sorted(at):
-        return f"events were written out of lease order: {holders}"
+    span = {
+        h.holder: (h.seq, leases[i + 1].seq if i + 1 < len(leases) else None)
+        for i, h in enumerate(leases)
+    }
+    for seq, holder in writes:
+        if holder not in span:
+            return f"event {seq} was written by {holder}, which holds no lease"
+        start, end = span[holder]
+        if seq <= start or (end is not None and seq > end):
+            return f"event {seq} by {holder} is outside its lease (seqs {start} to {end})"
     return None
 
 
@@ -217,9 +222,9 @@ async def _check(dsn: str, n: int, second: set[str]) -> dict[str, Any]:
                 problems.append(f"{s.run_id}: load_run differs from the fold")
             leases = await queue.leases(s.run_id)
             takeovers[s.run_id in second] += sum(h.took_over_from is not None for h in leases)
-            holders = [h for _, h in await queue.holders(s.run_id) if h is not None]
-            holder_changes += sum(a != b for a, b in itertools.pairwise(holders))
-            problem = one_at_a_time(leases, holders)
+            writes = [(q, h) for q, h in await queue.holders(s.run_id) if h is not None]
+            holder_changes += sum(a[1] != b[1] for a, b in itertools.pairwise(writes))
+            problem = one_at_a_time(leases, writes)
             if problem is not None:
                 problems.append(f"{s.run_id}: {problem}")
     finally:
