@@ -49,7 +49,7 @@ from statechart.models import (
 )
 from statechart.records.run import Event, QueuedCall, Run, Step, Visit
 from statechart.records.spent import Spent
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 from statechart.runtime.api import (
     approve,
     cancel,
@@ -103,6 +103,7 @@ __all__ = [
     "RunEndedError",
     "RunError",
     "RunNotFoundError",
+    "RunPage",
     "RunSummary",
     "SQLiteStore",
     "SchemaVersionError",

@@ -82,6 +82,7 @@ PUBLIC = [
     "DerivationError",
     # one page per durable transition (issue 16): snapshots written behind the events
     "Loaded",
+    "RunPage",
     "RunSummary",
     "load_run",
 ]

@@ -144,9 +144,12 @@ def runs(
     db: Db = DB_DEFAULT,
     status: Annotated[str | None, typer.Option(help="running, waiting or ended")] = None,
     chart: Annotated[str | None, typer.Option(help="Only runs of this chart name.")] = None,
+    search: Annotated[str | None, typer.Option(help="Only runs whose id contains this.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.", min=1)] = 100,
+    offset: Annotated[int, typer.Option(help="Skip this many of the newest.", min=0)] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
-    """List stored runs. Example: statechart runs --status waiting"""
+    """List stored runs, newest first. Example: statechart runs --status waiting"""
     if status not in (None, "running", "waiting", "ended"):
         raise typer.BadParameter(
             f"{status!r}: use running, waiting or ended", param_hint="--status"
@@ -155,8 +158,17 @@ def runs(
     async def go() -> None:
         store = _existing(db)
         found: Status | None = status  # type: ignore[assignment]
-        listed = await store.summaries(status=found, chart=chart)
+        page = await store.page(
+            status=found, chart=chart, search=search, limit=limit, offset=offset
+        )
+        listed = page.rows
         await _close(store)
+        if page.total > offset + len(listed) or offset:
+            typer.echo(
+                f"runs {offset + 1 if listed else offset}-{offset + len(listed)} of "
+                f"{page.total}, newest first (--limit, --offset for more)",
+                err=True,
+            )
         if as_json:
             rows = [
                 {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}

@@ -6,7 +6,7 @@ Plain pydantic records and frozen dataclasses; no behaviour beyond building and 
 from statechart.records.messages import Message, Reply, Request, ToolCall, ToolSpec, Usage
 from statechart.records.run import Event, Intent, QueuedCall, Run, Status, Step, Visit
 from statechart.records.spent import ONE_STEP, ZERO, Spent, spent_of
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 
 __all__ = [
     "ONE_STEP",
@@ -18,6 +18,7 @@ __all__ = [
     "Reply",
     "Request",
     "Run",
+    "RunPage",
     "RunSummary",
     "Spent",
     "Status",

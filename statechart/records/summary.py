@@ -45,3 +45,21 @@ class RunSummary(BaseModel):
     """The run it was forked from."""
     blocked: str | None = None
     """Why no worker will drive it (its chart failed to load too often), when blocked."""
+
+
+class RunPage(BaseModel):
+    """One page of a run listing, newest first, and how many runs match in all.
+
+    Example:
+        ```python
+        # in async code, with any store: the second page of 50 waiting runs
+        page = await store.page(status="waiting", limit=50, offset=50)
+        print(page.total, [s.run_id for s in page.rows])
+        ```
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rows: tuple[RunSummary, ...]
+    total: int
+    """Runs that match the filters, on every page."""

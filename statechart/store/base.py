@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from statechart.records.messages import Message
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Status, Step
 from statechart.records.spent import Spent
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a driver's lease lasts unless renewed; the driver renews it every third of that."""
@@ -206,6 +206,20 @@ class Store(Protocol):
     ) -> list[RunSummary]:
         """Each stored run's live state, seq and spending (from its last event), optionally
         filtered by status and chart, oldest first."""
+        ...
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        chart: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RunPage:
+        """`limit` run summaries from `offset`, newest first, filtered by (exact) status and
+        chart and by `search` in the run id; read from indexed columns and each run's last
+        event, like `summaries`, with the number of runs that match."""
         ...
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, TypeAdapter
 from statechart.errors import RunNotFoundError
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 from statechart.store.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_SNAPSHOT_EVERY,
@@ -200,6 +200,30 @@ class MemoryStore:
                 last = self._get(Event, rows[-1]) if rows else None
                 out.append(summary_of(run, last.time if last is not None else None))
         return out
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        chart: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RunPage:
+        found = [
+            run_id
+            for run_id, (_, s, c, _, _) in self._heads.items()
+            if (status is None or s == status)
+            and (chart is None or c == chart)
+            and (not search or search in run_id)
+        ]
+        rows = []
+        for run_id in found[::-1][offset : offset + limit]:
+            run = self._behind.get(run_id) or self._snapshot(run_id)
+            events = self._events[run_id]
+            last = self._get(Event, events[-1]) if events else None
+            rows.append(summary_of(run, last.time if last is not None else None))
+        return RunPage(rows=tuple(rows), total=len(found))
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         self._snapshot(run_id)

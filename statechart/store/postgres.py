@@ -24,7 +24,7 @@ from statechart.errors import (
 )
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 from statechart.store.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_SNAPSHOT_EVERY,
@@ -432,6 +432,38 @@ class PostgresStore:
             {"s": status, "c": chart},
         )
         return [_blocked(summary_row(tuple(row[:-1])), row[-1]) for row in rows]
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        chart: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RunPage:
+        where = (
+            "WHERE (%(s)s::text IS NULL OR status=%(s)s) AND (%(c)s::text IS NULL OR chart=%(c)s) "
+            "AND (%(q)s::text IS NULL OR strpos(run_id, %(q)s) > 0)"
+        )
+        args = {"s": status, "c": chart, "q": search or None, "n": limit, "o": offset}
+        rows = await self._all(
+            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
+            "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
+            "(r.snapshot->'ledger'->'root')::text, "
+            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}, "
+            "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
+            f"FROM (SELECT * FROM runs {where} ORDER BY num DESC LIMIT %(n)s OFFSET %(o)s) r "
+            "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
+            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
+            "ORDER BY r.num DESC",
+            args,
+        )
+        (total,) = await self._one(f"SELECT count(*) FROM runs {where}", args)
+        return RunPage(
+            rows=tuple(_blocked(summary_row(tuple(row[:-1])), row[-1]) for row in rows),
+            total=int(total),
+        )
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         num = await self._num(run_id)

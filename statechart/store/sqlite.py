@@ -25,7 +25,7 @@ from statechart.errors import (
 )
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
-from statechart.records.summary import RunSummary
+from statechart.records.summary import RunPage, RunSummary
 from statechart.store.base import (
     DEFAULT_LEASE_TTL,
     DEFAULT_SNAPSHOT_EVERY,
@@ -433,6 +433,40 @@ class SQLiteStore:
             (status, chart),
         ).fetchall()
         return [summary_row(row) for row in rows]
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        chart: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RunPage:
+        return await self._call(self._page, status, chart, search or None, limit, offset)
+
+    def _page(
+        self, status: Status | None, chart: str | None, search: str | None, limit: int, offset: int
+    ) -> RunPage:
+        where = (
+            "WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR chart=?2) "
+            "AND (?3 IS NULL OR instr(run_id, ?3) > 0)"
+        )
+        rows = self._db.execute(
+            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
+            "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
+            "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
+            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
+            f"FROM (SELECT * FROM runs {where} ORDER BY num DESC LIMIT ?4 OFFSET ?5) r "
+            "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
+            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
+            "ORDER BY r.num DESC",
+            (status, chart, search, limit, offset),
+        ).fetchall()
+        (total,) = self._db.execute(
+            f"SELECT count(*) FROM runs {where}", (status, chart, search)
+        ).fetchone()
+        return RunPage(rows=tuple(summary_row(row) for row in rows), total=total)
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:
         return await self._call(self._events, run_id, after)

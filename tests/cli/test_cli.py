@@ -676,3 +676,18 @@ def test_a_command_that_drives_a_run_freezes_its_heap_first(tmp_path: Path) -> N
     before, after, code = done.stdout.split()[-3:]
     assert (int(before), code) == (0, str(WAITING)), done.stderr
     assert int(after) > 10_000  # the imported modules, the compiled chart, ...
+
+
+def test_runs_pages_newest_first_and_searches_ids(tmp_path: Path) -> None:
+    for i in range(5):
+        cli(tmp_path, "submit", DESK, "--input", ORDER, "--run-id", f"page-{i}")
+    cli(tmp_path, "submit", DESK, "--input", ORDER, "--run-id", "other-9")
+    first = cli(tmp_path, "runs", "--limit", "2", "--json")
+    assert [r["run_id"] for r in json.loads(first.stdout)] == ["other-9", "page-4"]
+    assert "runs 1-2 of 6, newest first" in first.stderr
+    second = cli(tmp_path, "runs", "--limit", "2", "--offset", "2", "--json")
+    assert [r["run_id"] for r in json.loads(second.stdout)] == ["page-3", "page-2"]
+    assert "runs 3-4 of 6" in second.stderr
+    found = cli(tmp_path, "runs", "--search", "age-", "--json")
+    assert [r["run_id"] for r in json.loads(found.stdout)] == [f"page-{i}" for i in (4, 3, 2, 1, 0)]
+    assert found.stderr == ""  # all of them shown: nothing to say

@@ -234,3 +234,48 @@ async def test_a_released_lease_cannot_be_renewed(store: Store) -> None:
         await store.renew(lease)
     taker = await store.acquire(end.run_id, "b", ttl=30)
     assert taker.took_over and taker.previous == lease.holder
+
+
+async def test_a_page_lists_runs_newest_first_filtered_with_the_total(store: Store) -> None:
+    """The listing a UI pages through: newest first, by status, chart and part of the id,
+    each line live from the run's last event (its snapshot may be written behind)."""
+    from statechart import Budget, Chart, Edge, ScriptedModel, State, run_to_end, start
+
+    def one(name: str) -> Chart:
+        return Chart(
+            name,
+            budget=Budget(max_steps=5),
+            states=(State("work"), State("done", kind="terminal")),
+            edges=(Edge("work", "done"),),
+        )
+
+    a, b = one("alpha"), one("beta")
+    ids = []
+    for i in range(7):
+        chart_ = a if i % 2 == 0 else b
+        run = await start(chart_, store=store, model=ScriptedModel([]), run_id=f"run-{i:02d}")
+        ids.append(run.run_id)
+        if i in (1, 4):  # two runs driven to the end, one of each chart
+            model = ScriptedModel([reply(call("next_state", target="done"))])
+            await run_to_end(chart_, run, store=store, model=model)
+    everything = await store.page(limit=3)
+    assert [s.run_id for s in everything.rows] == ids[::-1][:3] and everything.total == 7
+    second = await store.page(limit=3, offset=3)
+    assert [s.run_id for s in second.rows] == ids[::-1][3:6]
+    assert [s.run_id for s in (await store.page(limit=3, offset=6)).rows] == ["run-00"]
+    ended = await store.page(status="ended")
+    assert [(s.run_id, s.state, s.seq) for s in ended.rows] == [
+        ("run-04", "done", 2),
+        ("run-01", "done", 2),
+    ]
+    assert ended.rows[0].spent.steps == 2 and ended.rows[0].updated_at is not None
+    alphas = await store.page(chart="alpha", status="running")
+    assert [s.run_id for s in alphas.rows] == ["run-06", "run-02", "run-00"] and alphas.total == 3
+    found = await store.page(search="-0")
+    assert found.total == 7
+    assert [s.run_id for s in (await store.page(search="n-05")).rows] == ["run-05"]
+    nothing = await store.page(search="zzz")
+    assert nothing.rows == () and nothing.total == 0
+    # each line is the summaries() line of the same run
+    by_id = {s.run_id: s for s in await store.summaries()}
+    assert all(by_id[s.run_id] == s for s in everything.rows + ended.rows)
