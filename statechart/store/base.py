@@ -214,12 +214,14 @@ class Store(Protocol):
         status: Status | None = None,
         chart: str | None = None,
         search: str | None = None,
+        parent: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> RunPage:
         """`limit` run summaries from `offset`, newest first, filtered by (exact) status and
-        chart and by `search` in the run id; read from indexed columns and each run's last
-        event, like `summaries`, with the number of runs that match."""
+        chart, by `search` in the run id and by the run they were forked from (`parent`);
+        read from indexed columns and each run's last event, like `summaries`, with the
+        number of runs that match."""
         ...
 
     async def events(self, run_id: str, *, after: int = 0) -> list[Event]:

@@ -207,6 +207,7 @@ class MemoryStore:
         status: Status | None = None,
         chart: str | None = None,
         search: str | None = None,
+        parent: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> RunPage:
@@ -216,6 +217,7 @@ class MemoryStore:
             if (status is None or s == status)
             and (chart is None or c == chart)
             and (not search or search in run_id)
+            and (parent is None or self._snapshot(run_id).parent_run == parent)
         ]
         rows = []
         for run_id in found[::-1][offset : offset + limit]:

@@ -439,14 +439,16 @@ class PostgresStore:
         status: Status | None = None,
         chart: str | None = None,
         search: str | None = None,
+        parent: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> RunPage:
         where = (
             "WHERE (%(s)s::text IS NULL OR status=%(s)s) AND (%(c)s::text IS NULL OR chart=%(c)s) "
-            "AND (%(q)s::text IS NULL OR strpos(run_id, %(q)s) > 0)"
+            "AND (%(q)s::text IS NULL OR strpos(run_id, %(q)s) > 0) "
+            "AND (%(p)s::text IS NULL OR snapshot->>'parent_run' = %(p)s)"
         )
-        args = {"s": status, "c": chart, "q": search or None, "n": limit, "o": offset}
+        args = {"s": status, "c": chart, "q": search or None, "p": parent, "n": limit, "o": offset}
         rows = await self._all(
             "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
             "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "

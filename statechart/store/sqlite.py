@@ -440,17 +440,25 @@ class SQLiteStore:
         status: Status | None = None,
         chart: str | None = None,
         search: str | None = None,
+        parent: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> RunPage:
-        return await self._call(self._page, status, chart, search or None, limit, offset)
+        return await self._call(self._page, status, chart, search or None, parent, limit, offset)
 
     def _page(
-        self, status: Status | None, chart: str | None, search: str | None, limit: int, offset: int
+        self,
+        status: Status | None,
+        chart: str | None,
+        search: str | None,
+        parent: str | None,
+        limit: int,
+        offset: int,
     ) -> RunPage:
         where = (
             "WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR chart=?2) "
-            "AND (?3 IS NULL OR instr(run_id, ?3) > 0)"
+            "AND (?3 IS NULL OR instr(run_id, ?3) > 0) "
+            "AND (?6 IS NULL OR json_extract(snapshot, '$.parent_run') = ?6)"
         )
         rows = self._db.execute(
             "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
@@ -461,10 +469,11 @@ class SQLiteStore:
             "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
             f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
             "ORDER BY r.num DESC",
-            (status, chart, search, limit, offset),
+            (status, chart, search, limit, offset, parent),
         ).fetchall()
         (total,) = self._db.execute(
-            f"SELECT count(*) FROM runs {where}", (status, chart, search)
+            f"SELECT count(*) FROM runs {where.replace('?6', '?4')}",
+            (status, chart, search, parent),
         ).fetchone()
         return RunPage(rows=tuple(summary_row(row) for row in rows), total=total)
 

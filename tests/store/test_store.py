@@ -279,3 +279,10 @@ async def test_a_page_lists_runs_newest_first_filtered_with_the_total(store: Sto
     # each line is the summaries() line of the same run
     by_id = {s.run_id: s for s in await store.summaries()}
     assert all(by_id[s.run_id] == s for s in everything.rows + ended.rows)
+    from statechart import fork
+
+    child = await fork(b, "run-01", 1, store=store)
+    forks = await store.page(parent="run-01")
+    assert [s.run_id for s in forks.rows] == [child.run_id] and forks.total == 1
+    assert forks.rows[0].parent_run == "run-01"
+    assert (await store.page(parent="run-04")).total == 0
