@@ -1,0 +1,132 @@
+// The run inspector's few behaviours: the diagram, live updates, opening rows, decisions.
+// Everything shown comes from the server already escaped; this file never writes HTML
+// from data, only swaps in fragments the server rendered.
+"use strict";
+
+const params = new URLSearchParams(location.search);
+if (params.get("token")) {
+  sessionStorage.setItem("statechart-token", params.get("token"));
+  params.delete("token");
+  history.replaceState(null, "", location.pathname + (params.toString() ? "?" + params : ""));
+}
+
+function token() {
+  return sessionStorage.getItem("statechart-token") || "";
+}
+
+async function post(url, body) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Statechart-Token": token() },
+    body: JSON.stringify(body),
+  });
+  let found = {};
+  try { found = await response.json(); } catch (e) { found = { error: response.statusText }; }
+  if (!response.ok) throw new Error(found.error || response.statusText);
+  return found;
+}
+
+async function drawDiagram() {
+  const node = document.getElementById("diagram");
+  if (!node || !window.mermaid) return;
+  window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "default" });
+  await window.mermaid.run({ nodes: [node] });
+  node.dataset.drawn = "yes";
+}
+
+async function fill(slot, url) {
+  if (slot.dataset.loaded) return;
+  const response = await fetch(url);
+  slot.innerHTML = await response.text(); // a fragment the server rendered and escaped
+  slot.dataset.loaded = "yes";
+}
+
+function wire(root) {
+  for (const button of root.querySelectorAll("button.open")) {
+    button.addEventListener("click", () => {
+      const detail = button.closest("tbody").querySelector("tr.detail");
+      detail.hidden = !detail.hidden;
+      const slot = detail.querySelector(".context-slot");
+      if (!detail.hidden && slot) fill(slot, slot.dataset.url);
+    });
+  }
+  for (const details of root.querySelectorAll("details.visit")) {
+    details.addEventListener("toggle", () => {
+      if (details.open) fill(details.querySelector(".slot"), details.dataset.url);
+    });
+  }
+  for (const button of root.querySelectorAll("button.fork")) {
+    button.addEventListener("click", async () => {
+      const run = document.getElementById("run").dataset.run;
+      try {
+        const made = await post(`/runs/${encodeURIComponent(run)}/fork`, { at: Number(button.dataset.seq) });
+        location.href = `/runs/${encodeURIComponent(made.run_id)}`;
+      } catch (e) {
+        alert(`fork refused: ${e.message}`);
+      }
+    });
+  }
+  for (const button of root.querySelectorAll("#decide button")) {
+    button.addEventListener("click", () => decide(button.dataset.action));
+  }
+}
+
+async function decide(action) {
+  const run = document.getElementById("run").dataset.run;
+  const error = document.getElementById("decide-error");
+  error.textContent = "";
+  const by = document.getElementById("by").value.trim();
+  const note = document.getElementById("note").value;
+  const body = { by };
+  let verb = action;
+  if (action === "approve") body.note = note;
+  if (action === "approve-edits") {
+    verb = "approve";
+    body.note = note;
+    try {
+      body.edits = JSON.parse(document.getElementById("edits").value);
+    } catch (e) {
+      error.textContent = `the arguments are not JSON: ${e.message}`;
+      return;
+    }
+  }
+  if (action === "reject" || action === "cancel") body.reason = note;
+  try {
+    await post(`/runs/${encodeURIComponent(run)}/${verb}`, body);
+    await refresh();
+  } catch (e) {
+    error.textContent = e.message;
+  }
+}
+
+async function refresh() {
+  const response = await fetch(location.pathname);
+  const page = new DOMParser().parseFromString(await response.text(), "text/html");
+  const fresh = page.getElementById("run");
+  const current = document.getElementById("run");
+  if (!fresh || !current) return;
+  current.replaceWith(fresh);
+  wire(fresh);
+  await drawDiagram();
+}
+
+async function live() {
+  const node = document.getElementById("run");
+  if (!node) return;
+  try {
+    const response = await fetch(`/runs/${encodeURIComponent(node.dataset.run)}/seq`);
+    const now = await response.json();
+    const shown = document.getElementById("run");
+    if (String(now.seq) !== shown.dataset.seq || now.status !== shown.dataset.status) {
+      await refresh();
+    }
+  } finally {
+    setTimeout(live, 700);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  wire(document);
+  await drawDiagram();
+  if (document.getElementById("run")) setTimeout(live, 700);
+});

@@ -1,0 +1,183 @@
+"""What the inspector's pages show, read from a store: plain data for the templates.
+
+A run's chart is loaded the way a worker loads it (`trusted_target`: only from the
+`--agents` folder and installed packages' registered charts), so a database row never
+makes the inspector import code; where it cannot, everything stored is still shown with
+the reason the diagram and the decisions are not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statechart.chart.chart import Chart
+from statechart.engine import compiled
+from statechart.engine.replay import replay
+from statechart.io import audit
+from statechart.io.diagram import mermaid
+from statechart.io.loading import load_chart, trusted_target
+from statechart.records.run import Event, Intent, Run
+from statechart.records.spent import spent_of
+from statechart.runtime.current import current
+from statechart.store.base import Store
+
+
+@dataclass
+class Charts:
+    """The charts the inspector may load, by version (failures remembered with why)."""
+
+    agents: Path | None
+    found: dict[str, tuple[Chart | None, str | None]] = field(default_factory=dict)
+
+    async def of(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
+        """The run's chart, or None and why not."""
+        version = run.chart_version
+        if version not in self.found:
+            self.found[version] = await self._load(store, run)
+        return self.found[version]
+
+    async def _load(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
+        source = await store.chart_source(run.chart_version)
+        if source is None:
+            return None, (
+                f"the store does not record where chart '{run.chart}' version "
+                f"{run.chart_version} came from (it was built inside a function)"
+            )
+        try:
+            chart, _ = load_chart(trusted_target(source, self.agents), builders=False)
+        except Exception as exc:
+            return None, f"its chart {source} cannot be loaded here: {exc}"
+        if chart.version != run.chart_version:
+            return None, (
+                f"{source} is now version {chart.version}; the run was stored under "
+                f"{run.chart_version}"
+            )
+        return chart, None
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One budget cap of one level: spent of cap."""
+
+    level: str
+    kind: str
+    spent: int
+    cap: int
+
+    @property
+    def percent(self) -> int:
+        return min(100, round(100 * self.spent / self.cap)) if self.cap else 100
+
+
+def budgets(chart: Chart, run: Run) -> list[Bar]:
+    """Every cap of every budget level, with what the run spent against it."""
+    out = []
+    for path, level in compiled(chart).levels.items():
+        spent = run.ledger.get(path)
+        for kind, cap in level.caps.items():
+            out.append(Bar(path, kind, spent_of(spent, kind) if spent else 0, cap))
+    return out
+
+
+def intent_rows(intents: list[Intent], run: Run) -> list[dict[str, Any]]:
+    """Intents with their status: completed, in doubt (a driver may have run it and
+    stopped without saying), or open."""
+    rows = []
+    for i in intents:
+        status = "completed" if i.completed else "in doubt" if run.doubt == i.call.id else "open"
+        rows.append(
+            {
+                "seq": i.seq,
+                "tool": i.call.name,
+                "state": i.state,
+                "key": i.key,
+                "status": status,
+                "arguments": pretty(i.call.arguments),
+            }
+        )
+    return rows
+
+
+def pretty(value: Any) -> str:
+    """JSON for reading: indented, keys sorted, anything unknown as its text."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def event_rows(events: list[Event]) -> list[dict[str, Any]]:
+    """The timeline's rows, each with its whole event as JSON to open."""
+    rows = audit.timeline(events)
+    for row, event in zip(rows, events, strict=True):
+        row["detail"] = pretty(event.model_dump(mode="json", exclude_defaults=True))
+    return rows
+
+
+@dataclass
+class RunPageData:
+    """Everything a run's page shows."""
+
+    run: Run
+    events: list[dict[str, Any]]
+    chart: Chart | None
+    why_no_chart: str | None
+    diagram: str | None
+    bars: list[Bar]
+    intents: list[dict[str, Any]]
+    forks: list[str]
+    visits: list[tuple[int, str]]
+    pending: dict[str, Any] | None
+    trace_link: str | None
+
+
+async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | None) -> RunPageData:
+    """Read a run for its page: the live run (folded when the chart loads), its events,
+    diagram, budgets, intents, forks, visits and what it waits on."""
+    loaded = await store.load(run_id)
+    chart, why = await charts.of(store, loaded.snapshot)
+    run = current(chart, loaded) if chart is not None else loaded.snapshot
+    if chart is None and loaded.tail:
+        run = run.model_copy(update={"state": loaded.state, "seq": loaded.seq})
+    events = await store.events(run_id)
+    forks = [s.run_id for s in (await store.page(parent=run_id, limit=100)).rows]
+    visits = sorted(
+        {
+            e.visit: e.source.rsplit(".", 1)[0] for e in events if e.visit is not None and e.delta
+        }.items()
+    )
+    pending = None
+    if run.status == "waiting" and run.pending:
+        head = run.pending[0].call
+        pending = {"tool": head.name, "id": head.id, "arguments": pretty(head.arguments)}
+    trace_link = None
+    traceparent = run.trace.get("traceparent", "")
+    if trace_url and traceparent.count("-") == 3:
+        trace_link = trace_url.replace("{trace_id}", traceparent.split("-")[1])
+    return RunPageData(
+        run=run,
+        events=event_rows(events),
+        chart=chart,
+        why_no_chart=why,
+        diagram=mermaid(chart, run, events) if chart is not None else None,
+        bars=budgets(chart, run) if chart is not None else [],
+        intents=intent_rows(await store.intents(run_id), run),
+        forks=forks,
+        visits=visits,
+        pending=pending,
+        trace_link=trace_link,
+    )
+
+
+async def context_at(store: Store, chart: Chart, run_id: str, seq: int) -> dict[str, Any]:
+    """The context after event `seq` and what that event changed (field: before, after)."""
+    base = await store.base(run_id, at=max(seq - 1, 0))
+    events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= seq]
+    before = replay(compiled(chart), base, events[:-1]) if events else base
+    after = replay(compiled(chart), base, events)
+    changed = {
+        key: (before.context.get(key), after.context.get(key))
+        for key in sorted(set(before.context) | set(after.context))
+        if before.context.get(key) != after.context.get(key)
+    }
+    return {"seq": seq, "context": pretty(after.context), "changed": changed}
