@@ -220,6 +220,6 @@ def trusted_target(source: str, agents: Path | None) -> str:
         if resolved.is_relative_to(root) and resolved.is_file():
             return f"{resolved}:{name}"
     raise SourceRefusedError(
-        f"stored chart source {source!r} is not a file in this worker's --agents folder "
-        f"{root}; a worker loads chart files only from there"
+        f"stored chart source {source!r} is not a file in the --agents folder "
+        f"{root}; chart files are loaded only from there"
     )

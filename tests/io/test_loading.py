@@ -100,9 +100,9 @@ def test_a_worker_loads_chart_files_only_inside_its_agents_folder(tmp_path: Any)
     # a path from another machine: looked for in the folder by its file name
     assert trusted_target("/home/alice/proj/agents/here.py:chart", agents) == inside
     refused = {
-        f"{outside / 'there.py'}:chart": "not a file in this worker's --agents folder",
-        f"{agents}/../outside/there.py:chart": "not a file in this worker's --agents folder",
-        f"{agents / 'link.py'}:chart": "not a file in this worker's --agents folder",
+        f"{outside / 'there.py'}:chart": "not a file in the --agents folder",
+        f"{agents}/../outside/there.py:chart": "not a file in the --agents folder",
+        f"{agents / 'link.py'}:chart": "not a file in the --agents folder",
         "some.module:chart": "no installed package registers",
         "no-colon": "is not PATH.py:NAME",
     }

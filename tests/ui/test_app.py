@@ -1,0 +1,323 @@
+"""`statechart ui` in a real process, driven by real headless Chromium (Debian's package,
+through Playwright's Python API pointed at it): the runs table, a run's diagram, decisions,
+escaping, the token and Host checks, live updates from another process, forks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from statechart import SQLiteStore
+from tests.support.cli import AGENT, DESK, ROOT, TICKET, WAITING, cli_env, run_cli
+
+CHROMIUM = os.environ.get("STATECHART_CHROMIUM") or shutil.which("chromium") or ""
+SHOTS = ROOT / "tests" / "ui" / "screenshots"
+TOKEN = "test-token-7"
+PAYLOAD = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
+XSS_AGENT = f'''
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply, tool
+
+
+@tool(retry="safe")
+def fetch(page: str) -> str:
+    """Fetch a page."""
+    return {PAYLOAD!r}
+
+
+def policy(request):
+    if not any(m.role == "tool" for m in request.transcript):
+        return reply(call("fetch", "f1", page="home"))
+    return reply(call("next_state", target="done"))
+
+
+chart = Chart(
+    "hostile",
+    budget=Budget(max_steps=10),
+    states=(State("work", tools=(fetch,), instructions="Fetch."), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),),
+)
+
+
+def demo_model():
+    return FunctionModel(policy, spec="demo:hostile")
+'''
+
+
+@dataclass
+class Inspector:
+    url: str
+    port: int
+    db: Path
+    cwd: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
+    if not CHROMIUM:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is required under CI (.ci/run installs Debian's package)")
+        pytest.skip("no chromium executable (apt-get install chromium); CI=true fails instead")
+    cwd = tmp_path_factory.mktemp("ui")
+    db = cwd / "statechart.db"
+    for run_id in ("desk-1", "desk-2", "desk-3"):  # each its own order
+        order = json.dumps({"order_id": f"O-{run_id}"})
+        run_cli(
+            cwd, "run", DESK, "--input", order, "--run-id", run_id, "--db", str(db), code=WAITING
+        )
+    run_cli(
+        cwd, "run", AGENT, "--input", TICKET, "--run-id", "tri-1", "--db", str(db), code=WAITING
+    )
+    elsewhere = cwd / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "hostile.py").write_text(XSS_AGENT)
+    run_cli(cwd, "run", f"{elsewhere}/hostile.py:chart", "--run-id", "xss-1", "--db", str(db))
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "statechart.cli",
+            "ui",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--agents",
+            str(ROOT / "agents"),
+            "--token",
+            TOKEN,
+            "--trace-url",
+            "http://localhost:16686/trace/{trace_id}",
+        ],
+        cwd=cwd,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/", timeout=1).read()
+            break
+        except OSError:
+            assert server.poll() is None, server.communicate()
+            assert time.monotonic() < deadline, "the inspector did not start"
+            time.sleep(0.1)
+    try:
+        yield Inspector(url, port, db, cwd)
+    finally:
+        server.terminate()
+        server.communicate(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser(inspector: Inspector) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        found = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield found
+        found.close()
+
+
+@pytest.fixture
+def page(browser, inspector: Inspector):  # type: ignore[no-untyped-def]
+    # CSP bypassed: Playwright's waits evaluate strings, and escaping must hold without it
+    context = browser.new_context(viewport={"width": 1300, "height": 900}, bypass_csp=True)
+    found = context.new_page()
+    found.errors = []
+    found.on("console", lambda m: found.errors.append(f"console {m.type}: {m.text}"))
+    found.on("pageerror", lambda e: found.errors.append(f"pageerror: {e}"))
+    found.on("dialog", lambda d: (found.errors.append(f"dialog: {d.message}"), d.dismiss()))
+    found.goto(f"{inspector.url}/?token={TOKEN}")  # the link the command prints
+    yield found
+    context.close()
+
+
+def stored(db: Path, run_id: str) -> tuple[str, str, list[str]]:
+    async def read() -> tuple[str, str, list[str]]:
+        store = SQLiteStore(db)
+        try:
+            loaded = await store.load(run_id)
+            events = await store.events(run_id)
+        finally:
+            store.close()
+        return loaded.snapshot.status, loaded.state, [f"{e.actor}:{e.by}" for e in events]
+
+    return in_thread(read)
+
+
+def in_thread(fn):  # type: ignore[no-untyped-def]
+    """`anyio.run(fn)` off this thread: Playwright's sync API keeps an event loop on it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, fn).result()
+
+
+def test_the_runs_table_lists_the_reference_agents_runs(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    rows = page.locator("#runs tbody tr")
+    ids = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
+    assert ids == ["xss-1", "tri-1", "desk-3", "desk-2", "desk-1"]  # newest first
+    assert "support_triage" in page.locator("#runs").inner_text()
+    page.select_option("select[name=status]", "waiting")
+    page.fill("input[name=q]", "desk")
+    page.click("form.filters button")
+    rows = page.locator("#runs tbody tr")
+    assert rows.count() == 3 and "refund_desk" in rows.first.inner_text()
+    SHOTS.mkdir(exist_ok=True)
+    page.goto(f"{inspector.url}/")
+    page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_a_run_page_draws_its_chart_with_the_current_state_marked(
+    page, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/tri-1")
+    page.wait_for_selector("#diagram svg", timeout=15000)
+    marked = page.locator("#diagram svg .current")
+    assert marked.count() >= 1 and "send" in (marked.first.text_content() or "")
+    assert page.locator("#timeline tbody.event").count() == 17
+    assert page.locator(".bars tr").count() >= 3
+    page.click("details.visit summary >> nth=0")
+    page.wait_for_selector("details.visit .message")
+    page.click("#timeline button.open >> nth=3")
+    page.wait_for_selector(".context pre")
+    assert "ticket_id" in page.locator(".context pre").first.inner_text()
+    page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_approve_in_the_page_moves_the_refund_to_done(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/desk-1")
+    page.fill("#by", "dana")
+    page.click("#approve")
+    page.wait_for_function("document.querySelector('#run').dataset.status !== 'waiting'")
+    assert stored(inspector.db, "desk-1")[:2] == ("running", "resolve.act")
+    assert stored(inspector.db, "desk-1")[2][-1] == "human:dana"
+    run_cli(inspector.cwd, "resume", "desk-1", "--db", str(inspector.db))  # the API drives it
+    page.wait_for_function(
+        "document.querySelector('#run').dataset.status === 'ended'", timeout=5000
+    )
+    assert stored(inspector.db, "desk-1")[:2] == ("ended", "done")
+
+
+def test_approve_with_invalid_edits_shows_the_schema_error_and_changes_nothing(
+    page, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/desk-2")
+    before = stored(inspector.db, "desk-2")
+    page.fill("#by", "dana")
+    page.fill("#edits", json.dumps({"order_id": "O-desk-2", "amount_cents": "lots"}))
+    page.click("#approve-edits")
+    page.wait_for_function("document.querySelector('#decide-error').textContent.length > 0")
+    assert "amount_cents" in page.inner_text("#decide-error")
+    assert stored(inspector.db, "desk-2") == before
+    page.fill("#edits", "{not json")
+    page.click("#approve-edits")
+    page.wait_for_function(
+        "document.querySelector('#decide-error').textContent.includes('not JSON')"
+    )
+    assert stored(inspector.db, "desk-2") == before
+
+
+def test_a_hostile_tool_result_is_shown_as_text_and_runs_nothing(
+    page, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/xss-1")
+    assert "cannot be loaded here" in page.inner_text("#no-chart")  # outside --agents
+    for i in range(page.locator("#timeline button.open").count()):
+        page.click(f"#timeline button.open >> nth={i}")
+    for i in range(page.locator("details.visit summary").count()):
+        page.click(f"details.visit summary >> nth={i}")
+    page.wait_for_selector("details.visit .message")
+    page.wait_for_timeout(300)
+    assert PAYLOAD in page.inner_text("#timeline")  # the text itself, on the page
+    assert page.evaluate("window.__xss") is None  # no script ran, no handler fired
+    assert page.locator("#main script, #main img").count() == 0  # nothing became markup
+    assert page.errors == []
+
+
+def test_decisions_need_the_token_and_the_inspectors_own_host(inspector: Inspector) -> None:
+    def post(headers: dict[str, str]) -> int:
+        request = urllib.request.Request(
+            f"{inspector.url}/runs/desk-3/cancel",
+            data=json.dumps({"by": "mallory", "reason": "x"}).encode(),
+            headers={"Content-Type": "application/json", **headers},
+            method="POST",
+        )
+        try:
+            return urllib.request.urlopen(request, timeout=5).status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    with urllib.request.urlopen(inspector.url + "/runs/desk-3", timeout=5) as answer:
+        assert "script-src 'self'" in answer.headers["Content-Security-Policy"]
+    assert post({}) == 403
+    assert post({"X-Statechart-Token": "wrong"}) == 403
+    assert post({"X-Statechart-Token": TOKEN, "Origin": "http://evil.example"}) == 403
+    assert post({"X-Statechart-Token": TOKEN, "Host": f"evil.example:{inspector.port}"}) == 421
+    request = urllib.request.Request(inspector.url + "/", headers={"Host": "rebound.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 421
+    assert stored(inspector.db, "desk-3")[0] == "waiting"  # nothing was decided
+
+
+def test_the_page_of_a_run_shows_a_step_made_by_another_process(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/desk-3")
+    page.wait_for_selector("#diagram svg")
+    page.evaluate("window.__same = true")  # gone if the browser reloaded the page
+    shown = page.locator("#timeline tbody.event").count()
+    run_cli(inspector.cwd, "approve", "desk-3", "--by", "eve", "--db", str(inspector.db))
+    started = time.monotonic()
+    page.wait_for_function(
+        f"document.querySelectorAll('#timeline tbody.event').length > {shown}", timeout=2000
+    )
+    assert time.monotonic() - started < 2.0
+    assert page.evaluate("window.__same") is True
+    page.wait_for_function(
+        "document.querySelector('#run').dataset.status === 'ended'", timeout=3000
+    )
+
+
+def test_fork_from_a_step_in_the_page_creates_the_fork(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/tri-1")
+    page.click("#timeline button.fork >> nth=3")  # after step 4
+    page.wait_for_url("**/runs/*", timeout=5000)
+    page.wait_for_selector("#run")
+    child = page.eval_on_selector("#run", "node => node.dataset.run")
+    assert child != "tri-1"
+
+    async def read() -> tuple[str | None, int | None]:
+        store = SQLiteStore(inspector.db)
+        try:
+            run = (await store.load(child)).snapshot
+        finally:
+            store.close()
+        return run.parent_run, run.parent_seq
+
+    assert in_thread(read) == ("tri-1", 4)
+    assert "forked from tri-1" in page.inner_text(".lineage")
