@@ -86,6 +86,21 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
     run_cli(
         cwd, "run", AGENT, "--input", TICKET, "--run-id", "tri-1", "--db", str(db), code=WAITING
     )
+    traced = cli_env(OTEL_TRACES_EXPORTER="console")  # a run that stores its trace context
+    order = json.dumps({"order_id": "O-traced"})
+    run_cli(
+        cwd,
+        "run",
+        DESK,
+        "--input",
+        order,
+        "--run-id",
+        "traced-1",
+        "--db",
+        str(db),
+        code=WAITING,
+        environ=traced,
+    )
     elsewhere = cwd / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "hostile.py").write_text(XSS_AGENT)
@@ -179,7 +194,7 @@ def in_thread(fn):  # type: ignore[no-untyped-def]
 def test_the_runs_table_lists_the_reference_agents_runs(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
     rows = page.locator("#runs tbody tr")
     ids = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
-    assert ids == ["xss-1", "tri-1", "desk-3", "desk-2", "desk-1"]  # newest first
+    assert ids == ["xss-1", "traced-1", "tri-1", "desk-3", "desk-2", "desk-1"]  # newest first
     assert "support_triage" in page.locator("#runs").inner_text()
     page.select_option("select[name=status]", "waiting")
     page.fill("input[name=q]", "desk")
@@ -321,3 +336,27 @@ def test_fork_from_a_step_in_the_page_creates_the_fork(page, inspector: Inspecto
 
     assert in_thread(read) == ("tri-1", 4)
     assert "forked from tri-1" in page.inner_text(".lineage")
+
+
+def test_reject_and_cancel_in_the_page_are_a_persons_events(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/traced-1")
+    link = page.get_attribute("#trace-link", "href") or ""
+    trace_id = link.rsplit("/", 1)[-1]
+    assert link.startswith("http://localhost:16686/trace/") and len(trace_id) == 32
+    page.click("#reject")
+    page.wait_for_function("document.querySelector('#decide-error').textContent.length > 0")
+    assert "your name" in page.inner_text("#decide-error")  # nobody said who: nothing stored
+    assert stored(inspector.db, "traced-1")[0] == "waiting"
+    page.fill("#by", "rita")
+    page.fill("#note", "wrong amount")
+    page.click("#reject")
+    page.wait_for_function("document.querySelector('#run').dataset.status !== 'waiting'")
+    status, _, actors = stored(inspector.db, "traced-1")
+    assert status == "running" and actors[-1] == "human:rita"
+    page.goto(f"{inspector.url}/runs/desk-2")
+    page.fill("#by", "carl")
+    page.fill("#note", "duplicate")
+    page.click("#cancel")
+    page.wait_for_function("document.querySelector('#run').dataset.status === 'ended'")
+    status, state, actors = stored(inspector.db, "desk-2")
+    assert (status, state, actors[-1]) == ("ended", "cancelled", "human:carl")
