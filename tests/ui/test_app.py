@@ -227,6 +227,12 @@ def test_a_run_page_draws_its_chart_with_the_current_state_marked(
 
 def test_approve_in_the_page_moves_the_refund_to_done(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
     page.goto(f"{inspector.url}/runs/desk-1")
+    intents = page.locator("#intents tr")  # the header, the lookup, the refund waiting
+    assert (
+        "lookup_order" in intents.nth(1).inner_text() and "completed" in intents.nth(1).inner_text()
+    )
+    assert "issue_refund" in intents.nth(2).inner_text() and "open" in intents.nth(2).inner_text()
+    assert len(intents.nth(2).locator("td").nth(4).inner_text()) == 32  # its idempotency key
     page.fill("#by", "dana")
     page.click("#approve")
     page.wait_for_function("document.querySelector('#run').dataset.status !== 'waiting'")
