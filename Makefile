@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,9 @@ soak: $(BIN)/python   # about half a minute, needs PostgreSQL: 1,000 runs, 4 wor
 bench-scaling: $(BIN)/python   # about 3 minutes, needs PostgreSQL; writes benchmarks/results/scaling.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/scaling.py
+
+bench-ui: $(BIN)/python   # about 3 minutes, needs PostgreSQL; writes benchmarks/results/ui.json
+	$(BIN)/python benchmarks/ui.py
 
 bench: $(BIN)/python
 	$(BIN)/python benchmarks/overhead.py

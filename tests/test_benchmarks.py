@@ -57,3 +57,26 @@ def test_scaling_benchmark_runs_small_and_every_run_ends(tmp_path: Path) -> None
         assert x["runs_done"] == x["runs"] and x["transitions"] == 20 * x["runs"]
         assert 0 < x["database_cpu_share"] < 1 and x["workers_cpu_s"] > 0
     assert result["latency"]["all_ended"] and result["latency"]["workers_over_single_cpu"] > 0
+
+
+def test_ui_benchmark_runs_small_and_serves_every_page(tmp_path: Path) -> None:
+    from tests.support.postgres import fresh_database
+
+    with fresh_database():  # skips (or fails under CI) when no server runs
+        pass
+    out = tmp_path / "ui.json"
+    small = ("--runs", "120", "--steps", "20", "--repeats", "1", "--out", str(out))
+    done = subprocess.run(
+        [sys.executable, "benchmarks/ui.py", *small],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    pages = {"runs", "runs_by_status", "runs_searched", "runs_last_page", "run"}
+    for store in ("sqlite", "postgres"):
+        assert pages <= set(result[store]), result[store]
+        assert all(result[store][p]["bytes"] > 1000 for p in pages)
+    assert len(result["targets"]) == 2 * len(pages)
