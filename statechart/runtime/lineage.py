@@ -196,6 +196,11 @@ async def visit_transcript(store: Store, run: Run) -> list[Message]:
     return await _messages(store, run, run.visit.seq, None)
 
 
+async def transcript_of(store: Store, run: Run, visit: int) -> list[Message]:
+    """The transcript of one visit of the run, including what a fork's parents hold."""
+    return await _messages(store, run, visit, None)
+
+
 async def _messages(store: Store, run: Run, visit: int, upto: int | None) -> list[Message]:
     own = await store.transcript(run.run_id, visit)
     if upto is not None:

@@ -3,13 +3,15 @@ JavaScript for the diagram, live updates and decisions.
 
 Safe by default: requests whose `Host` is not the address it serves are refused (DNS
 rebinding); decisions and forks are POSTs that need the token (header
-`X-Statechart-Token`) and a same-origin `Origin`; every stored text is escaped by the
+`X-Statechart-Token`) and a same-origin request; a decision names the step and the call
+the person saw, so it never lands on another; every stored text is escaped by the
 templates; scripts come only from the package (`Content-Security-Policy`).
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,9 @@ from starlette.staticfiles import StaticFiles
 from statechart.errors import RunNotFoundError, StatechartError
 from statechart.records.run import Status
 from statechart.runtime.decisions import approve, cancel, reject
-from statechart.runtime.lineage import fork
+from statechart.runtime.lineage import fork, transcript_of
 from statechart.store.base import Store
-from statechart.ui.views import Charts, context_at, pretty, run_page
+from statechart.ui.views import Charts, context_at, current_call, pretty, run_page
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
@@ -37,39 +39,56 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def allowed_hosts(host: str, port: int) -> set[str]:
+    """The `Host` headers a browser sends for this address (an IPv6 one in brackets; no
+    port for port 80), and `localhost`/`127.0.0.1` too when it is the loopback address."""
+    names = {host.lower()} | (set(LOOPBACK) if host in LOOPBACK else set())
+    out = set()
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        out.add(f"{shown}:{port}")
+        if port == 80:
+            out.add(shown)
+    return out
 
 
 class Guard(BaseHTTPMiddleware):
-    """Refuse a foreign `Host`; POSTs need the token and a same-origin `Origin`."""
+    """Refuse a foreign `Host`; POSTs need the token and a same-origin request."""
 
     def __init__(self, app: Any, *, hosts: set[str], token: str) -> None:
         super().__init__(app)
-        self.hosts, self.token = hosts, token
+        self.hosts, self.token = hosts, token.encode()
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        host = request.headers.get("host", "")
-        if host not in self.hosts:
-            return PlainTextResponse(f"refused: Host {host!r} is not this inspector", 421)
-        if request.method == "POST":
-            origin = request.headers.get("origin")
-            if origin is not None and origin not in {f"http://{h}" for h in self.hosts}:
-                return JSONResponse({"error": f"refused: a cross-site request from {origin}"}, 403)
-            if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-                return JSONResponse({"error": "refused: a cross-site request"}, 403)
-            given = request.headers.get("x-statechart-token", "")
-            if not hmac.compare_digest(given, self.token):
-                return JSONResponse(
-                    {
-                        "error": "refused: the token is missing or wrong (see the line "
-                        "`statechart ui` printed)"
-                    },
-                    403,
-                )
-        response = await call_next(request)
+        response = await self._checked(request, call_next)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
+
+    async def _checked(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        host = request.headers.get("host", "").lower()
+        if host not in self.hosts:
+            return PlainTextResponse(f"refused: Host {host!r} is not this inspector", 421)
+        if request.method == "POST":
+            origin = request.headers.get("origin")
+            if origin is not None and origin.lower() not in {f"http://{h}" for h in self.hosts}:
+                return JSONResponse({"error": f"refused: a cross-site request from {origin}"}, 403)
+            if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+                return JSONResponse({"error": "refused: a cross-site request"}, 403)
+            given = request.headers.get("x-statechart-token", "").encode()
+            if not hmac.compare_digest(given, self.token):
+                return JSONResponse(
+                    {
+                        "error": "refused: the token is missing or wrong (open the link "
+                        "`statechart ui` printed)"
+                    },
+                    403,
+                )
+        return await call_next(request)
 
 
 def create_app(
@@ -92,19 +111,17 @@ def create_app(
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
     )
     charts = Charts(agents)
-    hosts = {f"{host}:{port}"}
-    if host in ("127.0.0.1", "localhost", "::1"):
-        hosts |= {f"127.0.0.1:{port}", f"localhost:{port}"}
 
-    def page(name: str, **values: Any) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**values))
+    def page(name: str, code: int = 200, **values: Any) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**values), status_code=code)
 
     async def runs(request: Request) -> HTMLResponse:
         q = request.query_params
         status = q.get("status") if q.get("status") in STATUSES else None
         chart = q.get("chart") or None
         search = q.get("q") or None
-        number = max(int(q.get("page", "1") or 1), 1) if q.get("page", "1").isdigit() else 1
+        given = q.get("page", "1")
+        number = int(given) if re.fullmatch(r"[0-9]{1,6}", given) and int(given) > 0 else 1
         found = await store.page(
             status=status,  # type: ignore[arg-type]
             chart=chart,
@@ -126,52 +143,81 @@ def create_app(
         )
 
     async def one(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
         try:
-            data = await run_page(store, charts, run_id, trace_url)
+            data = await run_page(store, charts, request.path_params["run_id"], trace_url)
         except RunNotFoundError as exc:
-            return page("missing.html", message=str(exc))
+            return page("missing.html", code=404, message=str(exc))
         return page("run.html", d=data, run=data.run)
 
     async def seq(request: Request) -> JSONResponse:
-        loaded = await store.load(request.path_params["run_id"])
+        try:
+            loaded = await store.load(request.path_params["run_id"])
+        except RunNotFoundError as exc:
+            return JSONResponse({"error": str(exc)}, 404)
         return JSONResponse({"seq": loaded.seq, "status": loaded.snapshot.status})
 
-    async def transcript(request: Request) -> HTMLResponse:
+    async def transcript(request: Request) -> Response:
         run_id, visit = request.path_params["run_id"], int(request.path_params["visit"])
-        messages = await store.transcript(run_id, visit)
+        try:
+            run = (await store.load(run_id)).snapshot
+            messages = await transcript_of(store, run, visit)
+        except (RunNotFoundError, OverflowError) as exc:
+            return page("missing.html", code=404, message=str(exc))
         return page("transcript.html", messages=messages)
 
-    async def context(request: Request) -> HTMLResponse:
+    async def context(request: Request) -> Response:
         run_id, at = request.path_params["run_id"], int(request.path_params["seq"])
-        chart, why = await charts.of(store, (await store.load(run_id)).snapshot)
-        if chart is None:
-            return page("context.html", why=why, found=None)
-        return page("context.html", why=None, found=await context_at(store, chart, run_id, at))
+        try:
+            found, why = await context_at(store, charts, run_id, at)
+        except (RunNotFoundError, OverflowError) as exc:
+            return page("missing.html", code=404, message=str(exc))
+        return page("context.html", why=why, found=found)
 
     async def decide(request: Request) -> JSONResponse:
         run_id, action = request.path_params["run_id"], request.path_params["action"]
-        body = await request.json()
-        by = str(body.get("by") or "").strip()
-        loaded = await store.load(run_id)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return JSONResponse({"error": "send a JSON object"}, 400)
+        try:
+            loaded = await store.load(run_id)
+        except RunNotFoundError as exc:
+            return JSONResponse({"error": str(exc)}, 404)
         chart, why = await charts.of(store, loaded.snapshot)
         if chart is None:
             return JSONResponse({"error": f"no decision here: {why}"}, 409)
         try:
             if action == "fork":
-                child = await fork(chart, run_id, int(body["at"]), store=store, now=time.time())
+                at = body.get("at")
+                if not isinstance(at, int) or isinstance(at, bool):
+                    return JSONResponse({"error": "say after which step (`at`, a number)"}, 400)
+                child = await fork(chart, run_id, at, store=store, now=time.time())
                 return JSONResponse({"ok": True, "run_id": child.run_id})
+            by = str(body.get("by") or "").strip()
             if not by:
                 return JSONResponse({"error": "say who decides (your name)"}, 400)
-            if action == "approve":
-                edits = body.get("edits")
-                await approve(
-                    chart, run_id, store=store, by=by, note=body.get("note", ""), edits=edits
+            if body.get("seq") != loaded.seq:  # the page showed an older state of the run
+                return JSONResponse(
+                    {"error": f"run {run_id} moved on (now at step {loaded.seq}); look again"},
+                    409,
                 )
+            reason = str(body.get("reason") or "")
+            if action == "approve":
+                if body.get("call") != current_call(loaded.snapshot):
+                    return JSONResponse(
+                        {"error": f"run {run_id} no longer waits on that call; look again"}, 409
+                    )
+                edits = body.get("edits")
+                if edits is not None and not isinstance(edits, dict):
+                    return JSONResponse({"error": "edits must be a JSON object"}, 400)
+                note = str(body.get("note") or "")
+                await approve(chart, run_id, store=store, by=by, note=note, edits=edits)
             elif action == "reject":
-                await reject(chart, run_id, store=store, by=by, reason=str(body.get("reason", "")))
+                await reject(chart, run_id, store=store, by=by, reason=reason)
             elif action == "cancel":
-                await cancel(chart, run_id, store=store, by=by, reason=str(body.get("reason", "")))
+                await cancel(chart, run_id, store=store, by=by, reason=reason)
             else:
                 return JSONResponse({"error": f"no action {action!r}"}, 404)
         except StatechartError as exc:
@@ -182,12 +228,12 @@ def create_app(
         routes=[
             Route("/", runs),
             Route("/favicon.ico", lambda request: Response(status_code=204)),
-            Route("/runs/{run_id}", one),
-            Route("/runs/{run_id}/seq", seq),
-            Route("/runs/{run_id}/transcript/{visit:int}", transcript),
-            Route("/runs/{run_id}/context/{seq:int}", context),
-            Route("/runs/{run_id}/{action}", decide, methods=["POST"]),
+            Route("/runs/{run_id:path}", one),
+            Route("/seq/{run_id:path}", seq),
+            Route("/transcript/{visit:int}/{run_id:path}", transcript),
+            Route("/context/{seq:int}/{run_id:path}", context),
+            Route("/decide/{action}/{run_id:path}", decide, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
-        middleware=[Middleware(Guard, hosts=hosts, token=token)],
+        middleware=[Middleware(Guard, hosts=allowed_hosts(host, port), token=token)],
     )

@@ -9,6 +9,7 @@ the reason the diagram and the decisions are not.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from statechart.chart.chart import Chart
 from statechart.engine import compiled
 from statechart.engine.replay import replay
+from statechart.errors import StatechartError
 from statechart.io import audit
 from statechart.io.diagram import mermaid
 from statechart.io.loading import load_chart, trusted_target
@@ -33,14 +35,21 @@ class Charts:
     found: dict[str, tuple[Chart | None, str | None]] = field(default_factory=dict)
 
     async def of(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
-        """The run's chart, or None and why not."""
+        """The run's chart, or None and why not (tried again next time: a file may be
+        fixed while the inspector runs)."""
         version = run.chart_version
-        if version not in self.found:
-            self.found[version] = await self._load(store, run)
-        return self.found[version]
+        if version in self.found:
+            return self.found[version]
+        found = await self._load(store, run)
+        if found[0] is not None:
+            self.found[version] = found
+        return found
 
     async def _load(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
-        source = await store.chart_source(run.chart_version)
+        try:
+            source = await store.chart_source(run.chart_version)
+        except StatechartError as exc:
+            return None, f"the store cannot say where its chart came from: {exc}"
         if source is None:
             return None, (
                 f"the store does not record where chart '{run.chart}' version "
@@ -106,6 +115,14 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def current_call(run: Run) -> str | None:
+    """The id of the call a waiting run asks a person about, if it asks about a call."""
+    return run.pending[0].call.id if run.status == "waiting" and run.pending else None
+
+
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def event_rows(events: list[Event]) -> list[dict[str, Any]]:
     """The timeline's rows, each with its whole event as JSON to open."""
     rows = audit.timeline(events)
@@ -126,6 +143,7 @@ class RunPageData:
     bars: list[Bar]
     intents: list[dict[str, Any]]
     forks: list[str]
+    more_forks: int
     visits: list[tuple[int, str]]
     pending: dict[str, Any] | None
     trace_link: str | None
@@ -140,7 +158,8 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
     if chart is None and loaded.tail:
         run = run.model_copy(update={"state": loaded.state, "seq": loaded.seq})
     events = await store.events(run_id)
-    forks = [s.run_id for s in (await store.page(parent=run_id, limit=100)).rows]
+    children = await store.page(parent=run_id, limit=100)
+    forks = [s.run_id for s in children.rows]
     visits = sorted(
         {
             e.visit: e.source.rsplit(".", 1)[0] for e in events if e.visit is not None and e.delta
@@ -151,9 +170,9 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
         head = run.pending[0].call
         pending = {"tool": head.name, "id": head.id, "arguments": pretty(head.arguments)}
     trace_link = None
-    traceparent = run.trace.get("traceparent", "")
-    if trace_url and traceparent.count("-") == 3:
-        trace_link = trace_url.replace("{trace_id}", traceparent.split("-")[1])
+    parts = run.trace.get("traceparent", "").split("-")
+    if trace_url and len(parts) == 4 and TRACE_ID.fullmatch(parts[1]):
+        trace_link = trace_url.replace("{trace_id}", parts[1])
     return RunPageData(
         run=run,
         events=event_rows(events),
@@ -163,21 +182,39 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
         bars=budgets(chart, run) if chart is not None else [],
         intents=intent_rows(await store.intents(run_id), run),
         forks=forks,
+        more_forks=children.total - len(forks),
         visits=visits,
         pending=pending,
         trace_link=trace_link,
     )
 
 
-async def context_at(store: Store, chart: Chart, run_id: str, seq: int) -> dict[str, Any]:
-    """The context after event `seq` and what that event changed (field: before, after)."""
+async def context_at(
+    store: Store, charts: Charts, run_id: str, seq: int
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The context after event `seq` and what that event changed (field: before, after),
+    folded with the chart of the snapshot it starts from; or None and why not."""
+    run = (await store.load(run_id)).snapshot
+    if run.parent_seq is not None and seq <= run.parent_seq:
+        return None, f"step {seq} is run {run.parent_run}'s, before this fork: open it there"
+    events = await store.events(run_id, after=max(seq - 1, 0))
+    if seq and (not events or events[0].seq != seq):
+        return None, f"run {run_id} has no step {seq}"
     base = await store.base(run_id, at=max(seq - 1, 0))
-    events = [e for e in await store.events(run_id, after=base.seq) if e.seq <= seq]
-    before = replay(compiled(chart), base, events[:-1]) if events else base
-    after = replay(compiled(chart), base, events)
+    chart, why = await charts.of(store, base)
+    if chart is None:
+        return None, why
+    between = [e for e in await store.events(run_id, after=base.seq) if e.seq < seq]
+    before = replay(compiled(chart), base, between)
+    if seq == 0:
+        after = before
+    elif (migrated := await store.base(run_id, at=seq)).seq == seq:
+        after = migrated  # a migration: its own base holds the run after it
+    else:
+        after = replay(compiled(chart), before, events[:1])
     changed = {
         key: (before.context.get(key), after.context.get(key))
         for key in sorted(set(before.context) | set(after.context))
         if before.context.get(key) != after.context.get(key)
     }
-    return {"seq": seq, "context": pretty(after.context), "changed": changed}
+    return {"seq": seq, "context": pretty(after.context), "changed": changed}, None

@@ -26,6 +26,7 @@ from tests.support.cli import AGENT, DESK, ROOT, TICKET, WAITING, cli_env, run_c
 CHROMIUM = os.environ.get("STATECHART_CHROMIUM") or shutil.which("chromium") or ""
 SHOTS = ROOT / "tests" / "ui" / "screenshots"
 TOKEN = "test-token-7"
+ODD_ID = 'odd"<b>?#%41 1'
 PAYLOAD = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 XSS_AGENT = f'''
 from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply, tool
@@ -54,6 +55,39 @@ chart = Chart(
 def demo_model():
     return FunctionModel(policy, spec="demo:hostile")
 '''
+
+
+GATE_AGENT = """
+from pydantic import BaseModel
+
+from statechart import Budget, Chart, Edge, FunctionModel, State, call, reply
+
+
+class Note(BaseModel):
+    note: str = ""
+
+
+def policy(request):
+    return reply(call("next_state", target="ask"))
+
+
+chart = Chart(
+    "gate",
+    context=Note,
+    states=(
+        State("write", reads=("note",), instructions="Hand over."),
+        State("ask", kind="approval", on_approve="done", on_reject="failed"),
+        State("done", kind="terminal"),
+        State("failed", kind="terminal", outcome="failure"),
+    ),
+    edges=(Edge("write", "ask"),),
+    budget=Budget(max_steps=10),
+)
+
+
+def demo_model():
+    return FunctionModel(policy, spec="demo:gate")
+"""
 
 
 @dataclass
@@ -101,10 +135,27 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
         code=WAITING,
         environ=traced,
     )
+    agents = cwd / "agents"  # the inspector's folder: the reference agents and the gate
+    shutil.copytree(ROOT / "agents", agents, ignore=shutil.ignore_patterns("__pycache__"))
+    (agents / "gate.py").write_text(GATE_AGENT)
+    hostile_note = json.dumps({"note": PAYLOAD})
+    run_cli(
+        cwd,
+        "run",
+        f"{agents}/gate.py:chart",
+        "--input",
+        hostile_note,
+        "--run-id",
+        "gate-1",
+        "--db",
+        str(db),
+        code=WAITING,
+    )
     elsewhere = cwd / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "hostile.py").write_text(XSS_AGENT)
     run_cli(cwd, "run", f"{elsewhere}/hostile.py:chart", "--run-id", "xss-1", "--db", str(db))
+    run_cli(cwd, "run", f"{elsewhere}/hostile.py:chart", "--run-id", ODD_ID, "--db", str(db))
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -117,7 +168,7 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
             "--port",
             str(port),
             "--agents",
-            str(ROOT / "agents"),
+            str(agents),
             "--token",
             TOKEN,
             "--trace-url",
@@ -194,13 +245,17 @@ def in_thread(fn):  # type: ignore[no-untyped-def]
 def test_the_runs_table_lists_the_reference_agents_runs(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
     rows = page.locator("#runs tbody tr")
     ids = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
-    assert ids == ["xss-1", "traced-1", "tri-1", "desk-3", "desk-2", "desk-1"]  # newest first
+    assert ids == [ODD_ID, "xss-1", "gate-1", "traced-1", "tri-1", "desk-3", "desk-2", "desk-1"]
     assert "support_triage" in page.locator("#runs").inner_text()
     page.select_option("select[name=status]", "waiting")
     page.fill("input[name=q]", "desk")
     page.click("form.filters button")
     rows = page.locator("#runs tbody tr")
     assert rows.count() == 3 and "refund_desk" in rows.first.inner_text()
+    page.goto(f"{inspector.url}/")
+    page.click(f"#runs a >> text={ODD_ID}")  # an id with URL and HTML characters
+    page.wait_for_selector("#run")
+    assert page.eval_on_selector("#run", "node => node.dataset.run") == ODD_ID
     SHOTS.mkdir(exist_ok=True)
     page.goto(f"{inspector.url}/")
     page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
@@ -284,7 +339,7 @@ def test_a_hostile_tool_result_is_shown_as_text_and_runs_nothing(
 def test_decisions_need_the_token_and_the_inspectors_own_host(inspector: Inspector) -> None:
     def post(headers: dict[str, str]) -> int:
         request = urllib.request.Request(
-            f"{inspector.url}/runs/desk-3/cancel",
+            f"{inspector.url}/decide/cancel/desk-3",
             data=json.dumps({"by": "mallory", "reason": "x"}).encode(),
             headers={"Content-Type": "application/json", **headers},
             method="POST",
@@ -299,6 +354,8 @@ def test_decisions_need_the_token_and_the_inspectors_own_host(inspector: Inspect
     assert post({}) == 403
     assert post({"X-Statechart-Token": "wrong"}) == 403
     assert post({"X-Statechart-Token": TOKEN, "Origin": "http://evil.example"}) == 403
+    assert post({"X-Statechart-Token": TOKEN, "Sec-Fetch-Site": "cross-site"}) == 403
+    assert post({"X-Statechart-Token": "tëst"}) == 403  # not ASCII: refused, not a crash
     assert post({"X-Statechart-Token": TOKEN, "Host": f"evil.example:{inspector.port}"}) == 421
     request = urllib.request.Request(inspector.url + "/", headers={"Host": "rebound.example"})
     with pytest.raises(urllib.error.HTTPError) as refused:
@@ -326,8 +383,8 @@ def test_the_page_of_a_run_shows_a_step_made_by_another_process(page, inspector:
 
 def test_fork_from_a_step_in_the_page_creates_the_fork(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
     page.goto(f"{inspector.url}/runs/tri-1")
-    page.click("#timeline button.fork >> nth=3")  # after step 4
-    page.wait_for_url("**/runs/*", timeout=5000)
+    with page.expect_navigation(timeout=5000):
+        page.click("#timeline button.fork >> nth=3")  # after step 4
     page.wait_for_selector("#run")
     child = page.eval_on_selector("#run", "node => node.dataset.run")
     assert child != "tri-1"
@@ -366,3 +423,61 @@ def test_reject_and_cancel_in_the_page_are_a_persons_events(page, inspector: Ins
     page.wait_for_function("document.querySelector('#run').dataset.status === 'ended'")
     status, state, actors = stored(inspector.db, "desk-2")
     assert (status, state, actors[-1]) == ("ended", "cancelled", "human:carl")
+
+
+def test_an_approval_state_is_decided_in_the_page_and_context_stays_text(
+    page, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{inspector.url}/runs/gate-1")
+    assert page.locator("#edits").count() == 0  # no call to edit: a gate
+    page.click("#timeline button.open >> nth=0")
+    page.wait_for_selector(".context pre")
+    assert "<script>window.__xss = 1</script>" in page.inner_text(".context")  # as text
+    assert page.evaluate("window.__xss") is None and page.locator("#main script").count() == 0
+    page.fill("#by", "gil")
+    page.click("#approve")
+    page.wait_for_function("document.querySelector('#run').dataset.status === 'ended'")
+    assert stored(inspector.db, "gate-1")[:2] == ("ended", "done")
+    assert page.errors == []
+
+
+def test_a_decision_names_the_step_and_call_it_was_made_on(inspector: Inspector) -> None:
+    def post(run_id: str, body: object) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"{inspector.url}/decide/approve/{run_id}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "X-Statechart-Token": TOKEN},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    before = stored(inspector.db, "tri-1")
+    assert post("tri-1", {"by": "x", "seq": 3, "call": "whatever"})[0] == 409  # moved on
+    code, text = post("tri-1", {"by": "x", "seq": 17, "call": "another"})
+    assert code == 409 and "no longer waits on that call" in text
+    assert post("tri-1", ["not", "an", "object"])[0] == 400
+    assert post("tri-1", {"by": "x", "seq": 17, "call": None, "edits": [1]})[0] in (400, 409)
+    assert post("no-such-run", {"by": "x"})[0] == 404
+    assert stored(inspector.db, "tri-1") == before  # nothing was decided
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{inspector.url}/seq/no-such-run", timeout=5)
+    assert missing.value.code == 404
+
+
+def test_the_pages_work_under_their_own_content_security_policy(
+    browser, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    context = browser.new_context()  # no bypass: the real policy
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{inspector.url}/runs/tri-1")
+    page.wait_for_selector("#diagram svg", timeout=15000)
+    page.click("#timeline button.open >> nth=1")
+    page.wait_for_selector(".context pre")
+    context.close()
+    assert errors == []

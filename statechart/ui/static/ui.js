@@ -41,13 +41,22 @@ async function fill(slot, url) {
   slot.dataset.loaded = "yes";
 }
 
+function runId() {
+  return encodeURIComponent(document.getElementById("run").dataset.run);
+}
+
+function toggle(body, open) {
+  const detail = body.querySelector("tr.detail");
+  detail.hidden = !open;
+  const slot = detail.querySelector(".context-slot");
+  if (open && slot) fill(slot, slot.dataset.url);
+}
+
 function wire(root) {
   for (const button of root.querySelectorAll("button.open")) {
     button.addEventListener("click", () => {
-      const detail = button.closest("tbody").querySelector("tr.detail");
-      detail.hidden = !detail.hidden;
-      const slot = detail.querySelector(".context-slot");
-      if (!detail.hidden && slot) fill(slot, slot.dataset.url);
+      const body = button.closest("tbody");
+      toggle(body, body.querySelector("tr.detail").hidden);
     });
   }
   for (const details of root.querySelectorAll("details.visit")) {
@@ -57,9 +66,8 @@ function wire(root) {
   }
   for (const button of root.querySelectorAll("button.fork")) {
     button.addEventListener("click", async () => {
-      const run = document.getElementById("run").dataset.run;
       try {
-        const made = await post(`/runs/${encodeURIComponent(run)}/fork`, { at: Number(button.dataset.seq) });
+        const made = await post(`/decide/fork/${runId()}`, { at: Number(button.dataset.seq) });
         location.href = `/runs/${encodeURIComponent(made.run_id)}`;
       } catch (e) {
         alert(`fork refused: ${e.message}`);
@@ -72,12 +80,15 @@ function wire(root) {
 }
 
 async function decide(action) {
-  const run = document.getElementById("run").dataset.run;
   const error = document.getElementById("decide-error");
   error.textContent = "";
   const by = document.getElementById("by").value.trim();
   const note = document.getElementById("note").value;
-  const body = { by };
+  const body = {
+    by,
+    seq: Number(document.getElementById("run").dataset.seq),
+    call: document.getElementById("decide").dataset.call || null,
+  };
   let verb = action;
   if (action === "approve") body.note = note;
   if (action === "approve-edits") {
@@ -92,7 +103,7 @@ async function decide(action) {
   }
   if (action === "reject" || action === "cancel") body.reason = note;
   try {
-    await post(`/runs/${encodeURIComponent(run)}/${verb}`, body);
+    await post(`/decide/${verb}/${runId()}`, body);
     await refresh();
   } catch (e) {
     error.textContent = e.message;
@@ -105,8 +116,29 @@ async function refresh() {
   const fresh = page.getElementById("run");
   const current = document.getElementById("run");
   if (!fresh || !current) return;
+  // what the person had open or typed survives the swap
+  const opened = [...current.querySelectorAll("tbody.event")]
+    .filter((b) => !b.querySelector("tr.detail").hidden).map((b) => b.dataset.seq);
+  const visits = [...current.querySelectorAll("details.visit[open]")].map((d) => d.dataset.visit);
+  const typed = {};
+  for (const id of ["by", "note"]) {
+    const input = document.getElementById(id);
+    if (input) typed[id] = input.value;
+  }
   current.replaceWith(fresh);
   wire(fresh);
+  for (const seq of opened) {
+    const body = fresh.querySelector(`tbody.event[data-seq="${CSS.escape(seq)}"]`);
+    if (body) toggle(body, true);
+  }
+  for (const visit of visits) {
+    const details = fresh.querySelector(`details.visit[data-visit="${CSS.escape(visit)}"]`);
+    if (details) details.open = true;
+  }
+  for (const [id, value] of Object.entries(typed)) {
+    const input = document.getElementById(id);
+    if (input) input.value = value;
+  }
   await drawDiagram();
 }
 
@@ -114,7 +146,7 @@ async function live() {
   const node = document.getElementById("run");
   if (!node) return;
   try {
-    const response = await fetch(`/runs/${encodeURIComponent(node.dataset.run)}/seq`);
+    const response = await fetch(`/seq/${encodeURIComponent(node.dataset.run)}`);
     const now = await response.json();
     const shown = document.getElementById("run");
     if (String(now.seq) !== shown.dataset.seq || now.status !== shown.dataset.status) {
