@@ -24,8 +24,8 @@ from statechart.cli.app import (
     _use,
     app,
 )
-from statechart.errors import ConflictError, RunNotFoundError
-from statechart.io.loading import chart_source, load_chart
+from statechart.errors import ConflictError, LoadError, RunNotFoundError
+from statechart.io.loading import builds_by_function, chart_source, load_chart
 from statechart.models.base import Model
 from statechart.records.run import Run
 from statechart.runtime.api import start
@@ -63,6 +63,11 @@ async def started(
     _trace()
     store = _open(db)
     if queued and isinstance(store, PostgresStore):
+        if builds_by_function(target, module):
+            raise LoadError(
+                f"{target} names a function; a worker loads only Chart objects from files: "
+                "name the Chart (e.g. PATH.py:chart), or register the function in a package"
+            )
         store.queue_created = True  # ready in the transaction that creates it
     if existing_ok and run_id is not None:
         try:

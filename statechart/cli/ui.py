@@ -52,7 +52,14 @@ def ui(
             store, token=chosen, host=host, port=port, agents=agents, trace_url=trace_url
         )
         config = uvicorn.Config(served, host=host, port=port, log_level="warning")
-        typer.echo(f"statechart ui on {db}: http://{host}:{port}/?token={chosen}", err=True)
+        shown = f"[{host}]" if ":" in host else host
+        typer.echo(f"statechart ui on {db}: http://{shown}:{port}/?token={chosen}", err=True)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            typer.echo(
+                f"warning: {host} is not the loopback address: anyone who can reach it can "
+                "read every run (decisions still need the token)",
+                err=True,
+            )
         typer.echo("(the token in the link lets this browser decide; Ctrl-C stops)", err=True)
         try:
             await uvicorn.Server(config).serve()

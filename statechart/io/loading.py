@@ -223,3 +223,18 @@ def trusted_target(source: str, agents: Path | None) -> str:
         f"stored chart source {source!r} is not a file in the --agents folder "
         f"{root}; chart files are loaded only from there"
     )
+
+
+def load_trusted(source: str, agents: Path | None) -> tuple[Chart, ModuleType]:
+    """The chart a stored `source` names, loaded only as `trusted_target` allows: a function
+    is called only when an installed package registers that very source."""
+    target = trusted_target(source, agents)
+    path = target.rpartition(":")[0]
+    return load_chart(target, builders=not _is_path(path))
+
+
+def builds_by_function(target: str, module: ModuleType) -> bool:
+    """Whether a `PATH.py:NAME` target names a function that builds its chart (which a
+    worker will not call: it takes only `Chart` objects from files)."""
+    path, _, name = target.rpartition(":")
+    return bool(path) and _is_path(path) and not isinstance(getattr(module, name, None), Chart)

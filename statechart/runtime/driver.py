@@ -413,7 +413,11 @@ class _Drive:
             self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):
             async with self.renewing:
-                await self.store.release(self.lease, clean=not (self.in_flight or self.dirty))
+                await self.store.release(
+                    self.lease,
+                    clean=not (self.in_flight or self.dirty),
+                    failed=isinstance(self.failure, Exception),  # not a cancellation
+                )
 
 
 def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:

@@ -30,7 +30,7 @@ from anyio.abc import TaskGroup
 from statechart.chart.chart import Chart
 from statechart.engine.tables import compiled
 from statechart.errors import LeaseHeldError, LeaseLostError, StatechartError
-from statechart.io.loading import load_chart, trusted_target
+from statechart.io.loading import load_trusted
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
 from statechart.records.run import Run
@@ -154,7 +154,7 @@ class Worker:
             except LeaseHeldError:
                 continue
             self.active.add(run_id)
-            drives.start_soon(self._drive, lease, 0)
+            drives.start_soon(self._drive, lease, -1)  # its tries unknown: reset them
 
     async def _loadable(self) -> list[str]:
         """The chart versions this worker can drive, loading any new one that claimable
@@ -182,7 +182,7 @@ class Worker:
                 f"chart version {version} has no stored source (its runs were started from "
                 "a chart built inside a function); start them with `statechart submit`"
             )
-        chart, module = load_chart(trusted_target(source, self.settings.agents), builders=False)
+        chart, module = load_trusted(source, self.settings.agents)
         compiled(chart)
         gc.collect()
         gc.freeze()  # modules and charts outlive every run: keep them out of the GC's passes
@@ -225,7 +225,10 @@ class Worker:
                 each=each,
             )
             if tries:
-                await self.queue.succeeded(run_id)
+                try:
+                    await self.queue.succeeded(run_id)
+                except Exception as exc:  # the drive went through; only the count is stale
+                    log.warning("run %s: could not reset its tries: %s", run_id, exc)
             if last is not None:
                 log.info("run %s: %s in '%s'", run_id, last.status, last.state)
         except (LeaseHeldError, LeaseLostError) as exc:
@@ -243,14 +246,15 @@ class Worker:
         problem = f"{type(exc).__name__}: {exc}"
         log.error("run %s failed to drive: %s", lease.run_id, problem)
         try:
-            if not released:  # a takeover keeps its doubt: the next claim takes it over
-                await self.store.release(lease, clean=not lease.took_over)
             await self.queue.retry_later(
                 lease.run_id,
                 problem,
                 max_tries=self.settings.max_tries,
                 backoff=self.settings.backoff,
             )
+            if not released:  # a takeover with a call in doubt keeps it for the next claim
+                doubt = lease.took_over and lease.previous_seq is not None
+                await self.store.release(lease, clean=not doubt, failed=True)
         except Exception as again:
             log.error("run %s: could not record the failure: %s", lease.run_id, again)
 

@@ -169,9 +169,10 @@ class Store(Protocol):
         taken under the same name (names are not identities: a restarted worker must wait)."""
         ...
 
-    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+    async def release(self, lease: Lease, *, clean: bool = True, failed: bool = False) -> None:
         """Write the snapshot held behind, if any, and give the lease back; `clean=False`
-        says a call may have been in flight."""
+        says a call may have been in flight, `failed=True` that the drive ended in an error
+        (a queue holds such a run back a moment rather than hand it out again at once)."""
         ...
 
     async def save_chart(

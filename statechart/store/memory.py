@@ -273,7 +273,7 @@ class MemoryStore:
             raise lease_lost(lease, held[0] if held else None, expired=False)
         self._leases[lease.run_id] = (held[0], time.time() + lease.ttl, held[2])
 
-    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+    async def release(self, lease: Lease, *, clean: bool = True, failed: bool = False) -> None:
         held = self._leases.get(lease.run_id)
         if held is None or held[0] != lease.holder:
             return  # refused (the lease was lost): what is behind is the new holder's

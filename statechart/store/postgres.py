@@ -61,6 +61,9 @@ Params = Sequence[Any] | Mapping[str, Any]
 NOW = "extract(epoch FROM clock_timestamp())::float8"
 """The server's clock, in seconds: every lease time is read and written by it, so workers
 on machines whose clocks disagree still agree on when a lease expires."""
+FAILED_PAUSE = 2.0
+"""Seconds a worker's run whose drive failed is held back at release, so the worker can
+record the failure (and its backoff) before anyone claims the run again."""
 CHANNEL = "statechart_runs"
 """The LISTEN/NOTIFY channel: a run id is sent on it when the run becomes ready to drive
 (submitted, approved, rejected) or a person ended it (cancelled)."""
@@ -324,9 +327,12 @@ class PostgresStore:
             previous_seq=seq if current is not None and last_seq != -1 else None,
         )
 
-    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+    async def release(self, lease: Lease, *, clean: bool = True, failed: bool = False) -> None:
         behind = self._behind.get(lease.run_id)
-        ready = "ready = (status = 'running'), " if self.requeue else ""
+        ready = ""
+        if self.requeue:  # a failed drive's run waits a moment: the worker records why
+            pause = f"next_try = greatest(next_try, {NOW} + {FAILED_PAUSE}), " if failed else ""
+            ready = f"ready = (status = 'running'), {pause}"
         async with await self._connection() as conn, conn.transaction():
             found = await (
                 await conn.execute(
@@ -344,7 +350,7 @@ class PostgresStore:
                     f"UPDATE leases SET released={NOW}, clean=%s WHERE run_id=%s AND holder=%s",
                     (clean, lease.run_id, lease.holder),
                 )
-                if self.requeue and found[1] == "running":  # exact: status is never behind
+                if self.requeue and not failed and found[1] == "running":  # never behind
                     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, lease.run_id))
             failpoints.hit("store.release.uncommitted")
         if found is not None:

@@ -320,7 +320,7 @@ class SQLiteStore:
             previous_seq=seq if current is not None and last_seq != -1 else None,
         )
 
-    async def release(self, lease: Lease, *, clean: bool = True) -> None:
+    async def release(self, lease: Lease, *, clean: bool = True, failed: bool = False) -> None:
         await self._call(self._release, lease, clean)
 
     def _release(self, lease: Lease, clean: bool) -> None:

@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -107,6 +108,7 @@ def create_app(
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["pretty"] = pretty
+    env.filters["path"] = lambda value: quote(str(value), safe="")  # as encodeURIComponent
     env.filters["when"] = lambda t: (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
     )
@@ -198,7 +200,7 @@ def create_app(
             by = str(body.get("by") or "").strip()
             if not by:
                 return JSONResponse({"error": "say who decides (your name)"}, 400)
-            if body.get("seq") != loaded.seq:  # the page showed an older state of the run
+            if action != "cancel" and body.get("seq") != loaded.seq:  # an older page
                 return JSONResponse(
                     {"error": f"run {run_id} moved on (now at step {loaded.seq}); look again"},
                     409,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from statechart.engine.replay import replay
 from statechart.errors import StatechartError
 from statechart.io import audit
 from statechart.io.diagram import mermaid
-from statechart.io.loading import load_chart, trusted_target
+from statechart.io.loading import load_trusted
 from statechart.records.run import Event, Intent, Run
 from statechart.records.spent import spent_of
 from statechart.runtime.current import current
@@ -33,6 +34,8 @@ class Charts:
 
     agents: Path | None
     found: dict[str, tuple[Chart | None, str | None]] = field(default_factory=dict)
+    failed: dict[str, tuple[float, str | None]] = field(default_factory=dict)
+    """version -> (when, why) of the last failed load: tried again after a pause"""
 
     async def of(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
         """The run's chart, or None and why not (tried again next time: a file may be
@@ -40,9 +43,14 @@ class Charts:
         version = run.chart_version
         if version in self.found:
             return self.found[version]
+        failed = self.failed.get(version)
+        if failed is not None and time.monotonic() - failed[0] < RETRY_SECONDS:
+            return None, failed[1]
         found = await self._load(store, run)
         if found[0] is not None:
             self.found[version] = found
+        else:
+            self.failed[version] = (time.monotonic(), found[1])
         return found
 
     async def _load(self, store: Store, run: Run) -> tuple[Chart | None, str | None]:
@@ -56,7 +64,7 @@ class Charts:
                 f"{run.chart_version} came from (it was built inside a function)"
             )
         try:
-            chart, _ = load_chart(trusted_target(source, self.agents), builders=False)
+            chart, _ = load_trusted(source, self.agents)
         except Exception as exc:
             return None, f"its chart {source} cannot be loaded here: {exc}"
         if chart.version != run.chart_version:
@@ -120,6 +128,8 @@ def current_call(run: Run) -> str | None:
     return run.pending[0].call.id if run.status == "waiting" and run.pending else None
 
 
+RETRY_SECONDS = 5.0
+"""A chart that failed to load is tried again after this long (not on every request)."""
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 

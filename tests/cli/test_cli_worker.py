@@ -327,3 +327,14 @@ def test_a_blocked_run_is_shown_blocked_and_unblock_readies_it(tmp_path: Path) -
             ).fetchone()
         assert row == (False, 0, True, None)
         assert run_cli(tmp_path, "unblock", "nope", "--db", dsn, code=1).stderr
+
+
+def test_submit_refuses_a_chart_file_function_a_worker_would_not_call(tmp_path: Path) -> None:
+    agents = _agents(tmp_path)
+    with (agents / "slow.py").open("a") as f:
+        f.write("\n\ndef build():\n    return chart\n")
+    with fresh_database() as dsn:
+        done = run_cli(tmp_path, "submit", f"{agents}/slow.py:build", "--db", dsn, code=1)
+        assert "names a function; a worker loads only Chart objects" in done.stderr
+        with psycopg.connect(dsn) as db:  # nothing stored: not even the schema
+            assert db.execute("SELECT to_regclass('runs')").fetchone() == (None,)

@@ -131,3 +131,22 @@ def test_a_worker_loads_a_module_only_when_an_installed_package_registers_it(
     assert trusted_target("tinyagent:chart", None) == "tinyagent:chart"  # registered as demo
     with pytest.raises(SourceRefusedError, match="no installed package registers"):
         trusted_target("tinyagent:other", None)  # the module is there; this name is not
+
+
+def test_a_stored_source_is_called_only_when_a_package_registers_that_function(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from statechart.errors import SourceRefusedError
+    from statechart.io.loading import load_trusted
+    from tests.cli.test_charts import PYPROJECT, install
+
+    site = tmp_path / "site"
+    install(site, "tinyagent", CHART_FILE, PYPROJECT)
+    monkeypatch.syspath_prepend(str(site))
+    assert load_trusted("tinyagent:build", None)[0].name == "here"  # registered as "built"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "here.py").write_text(CHART_FILE)
+    with pytest.raises(SourceRefusedError, match="is a function, not a Chart"):
+        load_trusted(f"{agents / 'here.py'}:build", agents)
+    assert load_trusted(f"{agents / 'here.py'}:chart", agents)[0].name == "here"

@@ -211,3 +211,25 @@ async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
     assert (await queue.blocked(run_id))[2] is False
     (claim,) = await queue.claim("w", [chart.version], limit=1, ttl=30)
     assert claim.lease.run_id == run_id and claim.tries == 0
+
+
+async def test_a_failed_drive_is_held_back_before_anyone_claims_it_again(
+    store: PostgresStore,
+) -> None:
+    """A worker's release of a run whose drive failed readies it only after a pause (so the
+    failure and its backoff are recorded first), and wakes nobody."""
+    chart = _chart()
+    (run_id,) = await _submitted(store, chart, 1)
+    queue = RunQueue(store)
+    store.requeue = True
+    (claim,) = await queue.claim("w1", [chart.version], limit=1, ttl=30)
+    async with listening(store.dsn) as conn:
+        await store.release(claim.lease, failed=True)
+        heard = [n async for n in conn.notifies(timeout=0.3)]
+    assert heard == []
+    assert await queue.claim("w2", [chart.version], limit=1, ttl=30) == []  # held back
+    assert await queue.retry_later(run_id, "ModelError: x", max_tries=3, backoff=0.1) is False
+    assert (await queue.blocked(run_id))[:2] == (1, "ModelError: x")
+    await anyio.sleep(0.15)  # the recorded backoff, not the release's pause, now decides
+    (again,) = await queue.claim("w3", [chart.version], limit=1, ttl=30)
+    assert again.lease.run_id == run_id and again.tries == 1

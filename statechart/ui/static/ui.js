@@ -104,6 +104,7 @@ async function decide(action) {
   if (action === "reject" || action === "cancel") body.reason = note;
   try {
     await post(`/decide/${verb}/${runId()}`, body);
+    document.getElementById("note").value = ""; // said; not to be said again
     await refresh();
   } catch (e) {
     error.textContent = e.message;
