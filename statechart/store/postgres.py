@@ -36,10 +36,10 @@ from statechart.store.pg_schema import migrate
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
     COLUMNS,
+    LAST_EVENT,
+    LAST_EVENT_JOIN,
     READ,
-    SEQ_BITS,
     SEQ_MASK,
-    TOTALS,
     event_of,
     event_row,
     intents_of,
@@ -81,6 +81,17 @@ row locked against a takeover until the insert commits) and the run's last event
 one before (values: the row, then number, holder, the run's key range, its snapshot's
 key and the previous event's key)."""
 _READ = READ.replace("messages, body", "messages::text, body::text")
+
+
+_SUMMARY = (
+    "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
+    "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
+    f"(r.snapshot->'ledger'->'root')::text, {LAST_EVENT}, "
+    "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
+    f"FROM {{source}} r {LAST_EVENT_JOIN}"
+)
+"""A listing line per runs row of `source` (its columns, its last event's, why it is
+blocked if it is)."""
 
 
 class PostgresStore:
@@ -426,14 +437,7 @@ class PostgresStore:
         self, *, status: Status | None = None, chart: str | None = None
     ) -> list[RunSummary]:
         rows = await self._all(
-            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
-            "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
-            "(r.snapshot->'ledger'->'root')::text, "
-            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}, "
-            "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
-            "FROM runs r LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
-            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
-            "WHERE (%(s)s::text IS NULL OR r.status=%(s)s) "
+            _SUMMARY.format(source="runs") + " WHERE (%(s)s::text IS NULL OR r.status=%(s)s) "
             "AND (%(c)s::text IS NULL OR r.chart=%(c)s) ORDER BY r.num",
             {"s": status, "c": chart},
         )
@@ -456,15 +460,10 @@ class PostgresStore:
         )
         args = {"s": status, "c": chart, "q": search or None, "p": parent, "n": limit, "o": offset}
         rows = await self._all(
-            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
-            "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
-            "(r.snapshot->'ledger'->'root')::text, "
-            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}, "
-            "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
-            f"FROM (SELECT * FROM runs {where} ORDER BY num DESC LIMIT %(n)s OFFSET %(o)s) r "
-            "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
-            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
-            "ORDER BY r.num DESC",
+            _SUMMARY.format(
+                source=f"(SELECT * FROM runs {where} ORDER BY num DESC LIMIT %(n)s OFFSET %(o)s)"
+            )
+            + " ORDER BY r.num DESC",
             args,
         )
         (total,) = await self._one(f"SELECT count(*) FROM runs {where}", args)

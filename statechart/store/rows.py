@@ -235,6 +235,15 @@ def _restore(fields: dict[str, Any], marked: set[str], messages: str | None) -> 
         fields["calls"] = replies[0]
 
 
+LAST_EVENT = f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}"
+"""The columns of a run's last event a listing line reads (after the runs row's own)."""
+LAST_EVENT_JOIN = (
+    "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
+    f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK})"
+)
+"""Each runs row `r` joined to its last event `e` (none before its first)."""
+
+
 def summary_row(row: tuple[Any, ...]) -> RunSummary:
     """A listing line from the runs row and its last event row (see `_summaries`)."""
     run_id, chart, status, state, seq, reason, created, parent, ledger, *last = row

@@ -38,10 +38,11 @@ from statechart.store.process import identity, known_dead
 from statechart.store.rows import (
     INSERT_EVENT,
     INSERT_IF_HELD,
+    LAST_EVENT,
+    LAST_EVENT_JOIN,
     READ,
     SEQ_BITS,
     SEQ_MASK,
-    TOTALS,
     event_of,
     event_row,
     insert_intent,
@@ -63,6 +64,15 @@ from statechart.store.schema import open_schema, transaction
 
 Durability = Literal["process", "power"]
 T = TypeVar("T")
+
+
+_SUMMARY = (
+    "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
+    "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
+    "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
+    f"{LAST_EVENT} FROM {{source}} r {LAST_EVENT_JOIN}"
+)
+"""A listing line per runs row of `source`: its own columns, then its last event's."""
 
 
 class SQLiteStore:
@@ -423,13 +433,8 @@ class SQLiteStore:
 
     def _summaries(self, status: Status | None, chart: str | None) -> list[RunSummary]:
         rows = self._db.execute(
-            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
-            "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
-            "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
-            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
-            "FROM runs r LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
-            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
-            "WHERE (?1 IS NULL OR r.status=?1) AND (?2 IS NULL OR r.chart=?2) ORDER BY r.num",
+            _SUMMARY.format(source="runs")
+            + " WHERE (?1 IS NULL OR r.status=?1) AND (?2 IS NULL OR r.chart=?2) ORDER BY r.num",
             (status, chart),
         ).fetchall()
         return [summary_row(row) for row in rows]
@@ -461,14 +466,10 @@ class SQLiteStore:
             "AND (?6 IS NULL OR json_extract(snapshot, '$.parent_run') = ?6)"
         )
         rows = self._db.execute(
-            "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
-            "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
-            "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
-            f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)} "
-            f"FROM (SELECT * FROM runs {where} ORDER BY num DESC LIMIT ?4 OFFSET ?5) r "
-            "LEFT JOIN event_rows e ON e.id = (SELECT max(id) FROM event_rows "
-            f"WHERE id BETWEEN r.num << {SEQ_BITS} AND (r.num << {SEQ_BITS}) + {SEQ_MASK}) "
-            "ORDER BY r.num DESC",
+            _SUMMARY.format(
+                source=f"(SELECT * FROM runs {where} ORDER BY num DESC LIMIT ?4 OFFSET ?5)"
+            )
+            + " ORDER BY r.num DESC",
             (status, chart, search, limit, offset, parent),
         ).fetchall()
         (total,) = self._db.execute(
