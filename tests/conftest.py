@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,16 @@ def db(tmp_path: Path) -> Iterator[Path]:
     """A fresh SQLite store path; the refund tools of tests/support/durable.py start clean."""
     CALLS.clear()
     yield tmp_path / "runs.db"
+
+
+@pytest.fixture
+async def pg_store() -> AsyncIterator[Any]:
+    """A `PostgresStore` on a fresh database of the local server (skipped without one, a
+    failure under CI); a module using it sets `anyio_backend` to asyncio (psycopg's)."""
+    from statechart.store.postgres import PostgresStore
+    from tests.support.postgres import fresh_database
+
+    with fresh_database() as dsn:
+        found = PostgresStore(dsn)
+        yield found
+        await found.close()

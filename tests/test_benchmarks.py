@@ -7,8 +7,29 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def benchmark(script: str, *args: str, out: Path, postgres: bool = False) -> dict[str, Any]:
+    """Run `benchmarks/SCRIPT` small (it must exit 0) and read the JSON report it wrote;
+    with `postgres`, only where a server runs (skipped otherwise, a failure under CI)."""
+    if postgres:
+        from tests.support.postgres import fresh_database
+
+        with fresh_database():
+            pass
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *args, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: dict[str, Any] = json.loads(out.read_text())
+    return found
 
 
 def test_tracing_benchmark_runs_small_and_sees_one_span_per_transition(tmp_path: Path) -> None:
@@ -33,20 +54,9 @@ def test_tracing_benchmark_runs_small_and_sees_one_span_per_transition(tmp_path:
 
 
 def test_scaling_benchmark_runs_small_and_every_run_ends(tmp_path: Path) -> None:
-    from tests.support.postgres import fresh_database
-
-    with fresh_database():  # skips (or fails under CI) when no server runs
-        pass
-    out = tmp_path / "scaling.json"
-    done = subprocess.run(
-        [sys.executable, "benchmarks/scaling.py", "--quick", "--no-langgraph", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = benchmark(
+        "scaling.py", "--quick", "--no-langgraph", out=tmp_path / "s.json", postgres=True
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(out.read_text())
     assert set(result["single"]["us_per_transition"]) == {
         "statechart_sqlite",
         *(f"{n}{s}" for n in ("statechart_postgres", "bare_commit") for s in ("", "_async_commit")),
@@ -60,21 +70,8 @@ def test_scaling_benchmark_runs_small_and_every_run_ends(tmp_path: Path) -> None
 
 
 def test_ui_benchmark_runs_small_and_serves_every_page(tmp_path: Path) -> None:
-    from tests.support.postgres import fresh_database
-
-    with fresh_database():  # skips (or fails under CI) when no server runs
-        pass
-    out = tmp_path / "ui.json"
-    small = ("--runs", "120", "--steps", "20", "--repeats", "1", "--out", str(out))
-    done = subprocess.run(
-        [sys.executable, "benchmarks/ui.py", *small],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(out.read_text())
+    small = ("--runs", "120", "--steps", "20", "--repeats", "1")
+    result = benchmark("ui.py", *small, out=tmp_path / "ui.json", postgres=True)
     pages = {"runs", "runs_by_status", "runs_searched", "runs_last_page", "run"}
     for store in ("sqlite", "postgres"):
         assert pages <= set(result[store]), result[store]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -17,7 +17,6 @@ from statechart.io.loading import chart_source, load_chart
 from statechart.runtime.worker import Worker, WorkerSettings
 from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue
-from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.anyio
 
@@ -61,14 +60,6 @@ def anyio_backend() -> str:
     return "asyncio"  # psycopg's async API runs on asyncio only
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[PostgresStore]:
-    with fresh_database() as dsn:
-        found = PostgresStore(dsn)
-        yield found
-        await found.close()
-
-
 def _agent(folder: Path, *, approval: bool) -> str:
     """A chart file in `folder` (a module of its own: a new tag per test); its target."""
     folder.mkdir(exist_ok=True)
@@ -78,13 +69,13 @@ def _agent(folder: Path, *, approval: bool) -> str:
     return f"{path}:chart"
 
 
-async def _submit(store: PostgresStore, target: str, n: int) -> list[str]:
+async def _submit(pg_store: PostgresStore, target: str, n: int) -> list[str]:
     chart, module = load_chart(target)
-    await store.save_chart(chart.version, chart.describe(), chart_source(target))
+    await pg_store.save_chart(chart.version, chart.describe(), chart_source(target))
     ids = []
     for _ in range(n):
-        run = await start(chart, store=store, model=module.demo_model())
-        await RunQueue(store).enqueue(run.run_id)
+        run = await start(chart, store=pg_store, model=module.demo_model())
+        await RunQueue(pg_store).enqueue(run.run_id)
         ids.append(run.run_id)
     return ids
 
@@ -95,36 +86,36 @@ async def _until(check: Callable[[], Awaitable[bool]], seconds: float) -> None:
             await anyio.sleep(0.02)
 
 
-async def _statuses(store: PostgresStore) -> dict[str, tuple[str, str]]:
-    return {s.run_id: (s.status, s.state) for s in await store.summaries()}
+async def _statuses(pg_store: PostgresStore) -> dict[str, tuple[str, str]]:
+    return {s.run_id: (s.status, s.state) for s in await pg_store.summaries()}
 
 
 async def test_a_worker_drives_submitted_runs_and_goes_on_after_approval(
-    store: PostgresStore, tmp_path: Path
+    pg_store: PostgresStore, tmp_path: Path
 ) -> None:
     target = _agent(tmp_path / "agents", approval=True)
-    ids = await _submit(store, target, 5)
+    ids = await _submit(pg_store, target, 5)
     settings = WorkerSettings(concurrency=3, lease_ttl=120, poll=60, agents=tmp_path / "agents")
-    worker = Worker(PostgresStore(store.dsn), settings)
+    worker = Worker(PostgresStore(pg_store.dsn), settings)
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run, stop)
 
         async def all_waiting() -> bool:
-            return set((await _statuses(store)).values()) == {("waiting", "work.approve")}
+            return set((await _statuses(pg_store)).values()) == {("waiting", "work.approve")}
 
         await _until(all_waiting, 10)
         chart, _ = load_chart(target)
         for run_id in ids:
-            await approve(chart, run_id, store=store, by="dana")  # NOTIFY wakes the worker
+            await approve(chart, run_id, store=pg_store, by="dana")  # NOTIFY wakes the worker
 
         async def all_done() -> bool:
-            return set((await _statuses(store)).values()) == {("ended", "done")}
+            return set((await _statuses(pg_store)).values()) == {("ended", "done")}
 
         await _until(all_done, 10)  # far sooner than the 60 s poll: notifications woke it
         stop.set()
     await worker.store.close()
-    queue = RunQueue(store)
+    queue = RunQueue(pg_store)
     for run_id in ids:
         leases = await queue.leases(run_id)
         assert len(leases) == 2 and all(h.clean for h in leases)  # one drive each side
@@ -133,7 +124,7 @@ async def test_a_worker_drives_submitted_runs_and_goes_on_after_approval(
 
 
 async def test_a_row_naming_a_file_outside_the_agents_folder_is_never_imported(
-    store: PostgresStore, tmp_path: Path
+    pg_store: PostgresStore, tmp_path: Path
 ) -> None:
     marker = tmp_path / "imported"
     evil = tmp_path / "elsewhere" / "evil.py"
@@ -145,46 +136,46 @@ async def test_a_row_naming_a_file_outside_the_agents_folder_is_never_imported(
         states=(State("work"), State("done", kind="terminal")),
         edges=(Edge("work", "done"),),
     )
-    await store.save_chart(chart.version, chart.describe(), f"{evil}:chart")
+    await pg_store.save_chart(chart.version, chart.describe(), f"{evil}:chart")
     from statechart import ScriptedModel
 
-    run = await start(chart, store=store, model=ScriptedModel([]))
-    await RunQueue(store).enqueue(run.run_id)
+    run = await start(chart, store=pg_store, model=ScriptedModel([]))
+    await RunQueue(pg_store).enqueue(run.run_id)
     (tmp_path / "agents").mkdir()
     settings = WorkerSettings(
         lease_ttl=2, poll=0.05, agents=tmp_path / "agents", max_tries=3, backoff=0.02
     )
-    worker = Worker(PostgresStore(store.dsn), settings)
+    worker = Worker(PostgresStore(pg_store.dsn), settings)
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run, stop)
 
         async def blocked() -> bool:
-            return (await RunQueue(store).blocked(run.run_id))[2]
+            return (await RunQueue(pg_store).blocked(run.run_id))[2]
 
         await _until(blocked, 10)
         stop.set()
     await worker.store.close()
     assert not marker.exists()  # the file was never imported
-    tries, problem, _ = await RunQueue(store).blocked(run.run_id)
+    tries, problem, _ = await RunQueue(pg_store).blocked(run.run_id)
     assert tries == 3
     assert problem is not None and "SourceRefusedError" in problem and "--agents" in problem
-    (summary,) = await store.summaries()
+    (summary,) = await pg_store.summaries()
     assert summary.blocked == problem and summary.status == "running" and summary.seq == 0
 
 
 async def test_a_dropped_listen_connection_is_reopened_and_the_queue_polled(
-    store: PostgresStore, tmp_path: Path
+    pg_store: PostgresStore, tmp_path: Path
 ) -> None:
     import psycopg
 
     target = _agent(tmp_path / "agents", approval=False)
     settings = WorkerSettings(lease_ttl=300, poll=120, agents=tmp_path / "agents", name="w-drop")
-    worker = Worker(PostgresStore(store.dsn), settings)
+    worker = Worker(PostgresStore(pg_store.dsn), settings)
     stop = anyio.Event()
 
     async def listeners() -> list[int]:
-        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as c:
+        async with await psycopg.AsyncConnection.connect(pg_store.dsn, autocommit=True) as c:
             rows = await (
                 await c.execute(
                     "SELECT pid FROM pg_stat_activity WHERE application_name = 'w-drop-listen'"
@@ -199,25 +190,25 @@ async def test_a_dropped_listen_connection_is_reopened_and_the_queue_polled(
             return len(await listeners()) == 1
 
         await _until(listening, 10)
-        (run_id,) = await _submit(store, target, 1)
+        (run_id,) = await _submit(pg_store, target, 1)
 
         async def done() -> bool:
-            return (await _statuses(store))[run_id] == ("ended", "done")
+            return (await _statuses(pg_store))[run_id] == ("ended", "done")
 
         await _until(done, 10)  # the notification woke it, not the 120 s poll
         # a run of a chart version the worker has not loaded, made ready with no
         # notification: only a poll (which looks for new versions) can find it
         other = _agent(tmp_path / "agents", approval=False)
         chart, module = load_chart(other)
-        await store.save_chart(chart.version, chart.describe(), chart_source(other))
-        silent = await start(chart, store=store, model=module.demo_model())
-        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as c:
+        await pg_store.save_chart(chart.version, chart.describe(), chart_source(other))
+        silent = await start(chart, store=pg_store, model=module.demo_model())
+        async with await psycopg.AsyncConnection.connect(pg_store.dsn, autocommit=True) as c:
             await c.execute("UPDATE runs SET ready = TRUE WHERE run_id = %s", (silent.run_id,))
             (pid,) = await listeners()
             await c.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
         async def silent_done() -> bool:
-            return (await _statuses(store))[silent.run_id] == ("ended", "done")
+            return (await _statuses(pg_store))[silent.run_id] == ("ended", "done")
 
         await _until(silent_done, 10)  # polled once on reconnect
         assert worker.reconnects == 1
@@ -254,7 +245,7 @@ register("demo:thinking-{tag}", demo_model)
 
 
 async def test_a_worker_cancelled_mid_call_puts_its_runs_back(
-    store: PostgresStore, tmp_path: Path
+    pg_store: PostgresStore, tmp_path: Path
 ) -> None:
     """A second signal cancels the drives: each releases its lease and its run is ready for
     another worker in the same transaction, so none is left running with nobody to drive it."""
@@ -264,8 +255,8 @@ async def test_a_worker_cancelled_mid_call_puts_its_runs_back(
     agents.mkdir()
     tag = uuid.uuid4().hex[:8]
     (agents / f"thinking_{tag}.py").write_text(SLOW_MODEL.replace("{tag}", tag))
-    ids = await _submit(store, f"{agents}/thinking_{tag}.py:chart", 2)
-    worker = Worker(PostgresStore(store.dsn), WorkerSettings(lease_ttl=60, agents=agents))
+    ids = await _submit(pg_store, f"{agents}/thinking_{tag}.py:chart", 2)
+    worker = Worker(PostgresStore(pg_store.dsn), WorkerSettings(lease_ttl=60, agents=agents))
     with anyio.move_on_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
@@ -277,12 +268,12 @@ async def test_a_worker_cancelled_mid_call_puts_its_runs_back(
             await anyio.sleep(0.2)  # the model calls are under way
             tg.cancel_scope.cancel()  # what the CLI does on a second signal
     await worker.store.close()
-    async with await psycopg.AsyncConnection.connect(store.dsn) as c:
+    async with await psycopg.AsyncConnection.connect(pg_store.dsn) as c:
         rows = await (
             await c.execute("SELECT run_id, lease_holder, ready, status FROM runs ORDER BY num")
         ).fetchall()
     assert rows == [(run_id, None, True, "running") for run_id in ids]
-    claims = await RunQueue(store).claim(
+    claims = await RunQueue(pg_store).claim(
         "next", [load_chart(f"{agents}/thinking_{tag}.py:chart")[0].version], limit=5, ttl=30
     )
     assert sorted(c.lease.run_id for c in claims) == sorted(ids)

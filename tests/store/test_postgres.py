@@ -3,13 +3,10 @@ leaves the run as it was."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from statechart import ScriptedModel, StoreError, call, reply, start, tool
 from statechart.store.postgres import PostgresStore
-from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.anyio
 
@@ -19,15 +16,9 @@ def anyio_backend() -> str:
     return "asyncio"  # psycopg's async API runs on asyncio only
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[PostgresStore]:
-    with fresh_database() as dsn:
-        found = PostgresStore(dsn)
-        yield found
-        await found.close()
-
-
-async def test_a_nul_character_is_a_clear_error_and_the_run_is_kept(store: PostgresStore) -> None:
+async def test_a_nul_character_is_a_clear_error_and_the_run_is_kept(
+    pg_store: PostgresStore,
+) -> None:
     from statechart import Budget, Chart, Edge, State, run_to_end
 
     @tool(retry="safe")
@@ -42,8 +33,8 @@ async def test_a_nul_character_is_a_clear_error_and_the_run_is_kept(store: Postg
         edges=(Edge("work", "done"),),
     )
     model = ScriptedModel([reply(call("read", "r1", path="a"))])
-    run = await start(chart, store=store, model=model)
+    run = await start(chart, store=pg_store, model=model)
     with pytest.raises(StoreError, match="NUL character"):
-        await run_to_end(chart, run, store=store, model=model)
-    loaded = await store.load(run.run_id)
+        await run_to_end(chart, run, store=pg_store, model=model)
+    loaded = await pg_store.load(run.run_id)
     assert loaded.seq == 1 and loaded.state == "work.act"  # the proposal stored, nothing lost

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 
@@ -22,7 +20,6 @@ from statechart import (
 )
 from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue, listening
-from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.anyio
 
@@ -30,14 +27,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # psycopg's async API runs on asyncio only
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[PostgresStore]:
-    with fresh_database() as dsn:
-        found = PostgresStore(dsn)
-        yield found
-        await found.close()
 
 
 def _chart(name: str = "queued") -> Chart:
@@ -49,21 +38,21 @@ def _chart(name: str = "queued") -> Chart:
     )
 
 
-async def _submitted(store: PostgresStore, chart: Chart, n: int) -> list[str]:
+async def _submitted(pg_store: PostgresStore, chart: Chart, n: int) -> list[str]:
     ids = []
     for _ in range(n):
-        run = await start(chart, store=store, model=ScriptedModel([]))
-        assert await RunQueue(store).enqueue(run.run_id)
+        run = await start(chart, store=pg_store, model=ScriptedModel([]))
+        assert await RunQueue(pg_store).enqueue(run.run_id)
         ids.append(run.run_id)
     return ids
 
 
-async def test_a_claim_takes_ready_runs_of_the_versions_given_once(store: PostgresStore) -> None:
+async def test_a_claim_takes_ready_runs_of_the_versions_given_once(pg_store: PostgresStore) -> None:
     chart, other = _chart(), _chart("other")
-    ids = await _submitted(store, chart, 3)
-    await _submitted(store, other, 1)
-    not_ready = await start(chart, store=store, model=ScriptedModel([]))  # `run`, not submit
-    queue = RunQueue(store)
+    ids = await _submitted(pg_store, chart, 3)
+    await _submitted(pg_store, other, 1)
+    not_ready = await start(chart, store=pg_store, model=ScriptedModel([]))  # `run`, not submit
+    queue = RunQueue(pg_store)
     assert await queue.pending_versions() == {chart.version, other.version}
     leases = [c.lease for c in await queue.claim("w1", [chart.version], limit=2, ttl=30)]
     assert [lease.run_id for lease in leases] == ids[:2]  # oldest first, up to the limit
@@ -76,15 +65,15 @@ async def test_a_claim_takes_ready_runs_of_the_versions_given_once(store: Postgr
     from statechart import LeaseHeldError
 
     with pytest.raises(LeaseHeldError):
-        await store.acquire(ids[0], "cli")
+        await pg_store.acquire(ids[0], "cli")
     (held,) = await queue.leases(ids[0])
     assert held.holder == leases[0].holder and held.released is None
 
 
-async def test_an_expired_lease_is_claimed_as_a_takeover(store: PostgresStore) -> None:
+async def test_an_expired_lease_is_claimed_as_a_takeover(pg_store: PostgresStore) -> None:
     chart = _chart()
-    (run_id,) = await _submitted(store, chart, 1)
-    queue = RunQueue(store)
+    (run_id,) = await _submitted(pg_store, chart, 1)
+    queue = RunQueue(pg_store)
     (first,) = [c.lease for c in await queue.claim("w1", [chart.version], limit=1, ttl=0.2)]
     assert await queue.claim("w2", [chart.version], limit=1, ttl=30) == []  # still live
     await anyio.sleep(0.3)
@@ -93,10 +82,10 @@ async def test_an_expired_lease_is_claimed_as_a_takeover(store: PostgresStore) -
     assert [h.took_over_from for h in await queue.leases(run_id)] == [None, first.holder]
 
 
-async def test_concurrent_claims_split_the_queue(store: PostgresStore) -> None:
+async def test_concurrent_claims_split_the_queue(pg_store: PostgresStore) -> None:
     chart = _chart()
-    ids = await _submitted(store, chart, 40)
-    stores = [PostgresStore(store.dsn) for _ in range(4)]
+    ids = await _submitted(pg_store, chart, 40)
+    stores = [PostgresStore(pg_store.dsn) for _ in range(4)]
     got: list[list[str]] = [[] for _ in stores]
 
     async def claimer(i: int) -> None:
@@ -113,23 +102,23 @@ async def test_concurrent_claims_split_the_queue(store: PostgresStore) -> None:
     assert sorted(claimed) == sorted(ids)  # every run once: none twice, none left
 
 
-async def test_a_claim_skips_a_row_another_transaction_holds(store: PostgresStore) -> None:
+async def test_a_claim_skips_a_row_another_transaction_holds(pg_store: PostgresStore) -> None:
     import psycopg
 
     chart = _chart()
-    ids = await _submitted(store, chart, 3)
-    async with await psycopg.AsyncConnection.connect(store.dsn) as other:
+    ids = await _submitted(pg_store, chart, 3)
+    async with await psycopg.AsyncConnection.connect(pg_store.dsn) as other:
         await other.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (ids[0],))
         with anyio.fail_after(5):  # not waiting for the other transaction to end
-            found = await RunQueue(store).claim("w", [chart.version], limit=3, ttl=30)
+            found = await RunQueue(pg_store).claim("w", [chart.version], limit=3, ttl=30)
         assert [c.lease.run_id for c in found] == ids[1:]
         await other.rollback()
-    (last,) = await RunQueue(store).claim("w", [chart.version], limit=3, ttl=30)
+    (last,) = await RunQueue(pg_store).claim("w", [chart.version], limit=3, ttl=30)
     assert last.lease.run_id == ids[0]
 
 
 async def test_a_takeover_claim_starts_from_the_log_not_the_snapshot(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """A holder appends one step (its snapshot stays behind), then dies: the claim that
     takes over knows the run is at seq 1, so the takeover is judged from there."""
@@ -138,14 +127,14 @@ async def test_a_takeover_claim_starts_from_the_log_not_the_snapshot(
 
     model = ScriptedModel([reply(call("next_state", target="done"))])
     chart = _chart()
-    run = await start(chart, store=store, model=model)
-    queue = RunQueue(store)
+    run = await start(chart, store=pg_store, model=model)
+    queue = RunQueue(pg_store)
     await queue.enqueue(run.run_id)
     (first,) = await queue.claim("w1", [chart.version], limit=1, ttl=0.2)
     record = await step(chart, run, model=model, session=Session())
     assert record is not None
-    await store.append(record, first.lease)  # one fenced row; the snapshot is behind
-    assert (await store.load(run.run_id)).snapshot.seq == 0
+    await pg_store.append(record, first.lease)  # one fenced row; the snapshot is behind
+    assert (await pg_store.load(run.run_id)).snapshot.seq == 0
     await anyio.sleep(0.3)  # w1 never releases: its lease expires
     (second,) = await queue.claim("w2", [chart.version], limit=1, ttl=30)
     assert second.lease.took_over and second.lease.previous == first.lease.holder
@@ -157,7 +146,7 @@ async def test_a_takeover_claim_starts_from_the_log_not_the_snapshot(
     ]
 
 
-async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> None:
+async def test_a_decision_notifies_and_readies_the_run(pg_store: PostgresStore) -> None:
     @tool(retry="keyed", needs_approval=True)
     def pay(amount: int, idempotency_key: str) -> str:
         """Pay."""
@@ -170,14 +159,14 @@ async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> 
         edges=(Edge("work", "done"),),
     )
     model = ScriptedModel([reply(call("pay", "p1", amount=3))])
-    run = await start(chart, store=store, model=model)
-    run = await run_to_end(chart, run, store=store, model=model)
+    run = await start(chart, store=pg_store, model=model)
+    run = await run_to_end(chart, run, store=pg_store, model=model)
     assert run.status == "waiting"
-    queue = RunQueue(store)
+    queue = RunQueue(pg_store)
     assert not await queue.enqueue(run.run_id)  # waiting: nothing for a worker
     heard: list[str] = []
-    async with listening(store.dsn) as conn:
-        await approve(chart, run.run_id, store=store, by="dana")
+    async with listening(pg_store.dsn) as conn:
+        await approve(chart, run.run_id, store=pg_store, by="dana")
         async for note in conn.notifies(timeout=5, stop_after=1):
             heard.append(note.payload)
     assert heard == [run.run_id]
@@ -188,10 +177,10 @@ async def test_a_decision_notifies_and_readies_the_run(store: PostgresStore) -> 
     assert {h for _, h in holders[:-1]} == {(await queue.leases(run.run_id))[0].holder}
 
 
-async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
+async def test_failed_loads_back_off_then_block(pg_store: PostgresStore) -> None:
     chart = _chart()
-    (run_id,) = await _submitted(store, chart, 1)
-    queue = RunQueue(store)
+    (run_id,) = await _submitted(pg_store, chart, 1)
+    queue = RunQueue(pg_store)
     assert await queue.defer(chart.version, "LoadError: gone", max_tries=2, backoff=0.3) == []
     tries, problem, blocked = await queue.blocked(run_id)
     assert (tries, problem, blocked) == (1, "LoadError: gone", False)
@@ -205,7 +194,7 @@ async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
     ]
     await anyio.sleep(0.7)
     assert await queue.pending_versions() == set()  # blocked: never due again
-    (summary,) = await store.summaries()
+    (summary,) = await pg_store.summaries()
     assert summary.blocked == "LoadError: still" and summary.status == "running"
     assert await queue.unblock(run_id)
     assert (await queue.blocked(run_id))[2] is False
@@ -214,17 +203,17 @@ async def test_failed_loads_back_off_then_block(store: PostgresStore) -> None:
 
 
 async def test_a_failed_drive_is_held_back_before_anyone_claims_it_again(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """A worker's release of a run whose drive failed readies it only after a pause (so the
     failure and its backoff are recorded first), and wakes nobody."""
     chart = _chart()
-    (run_id,) = await _submitted(store, chart, 1)
-    queue = RunQueue(store)
-    store.requeue = True
+    (run_id,) = await _submitted(pg_store, chart, 1)
+    queue = RunQueue(pg_store)
+    pg_store.requeue = True
     (claim,) = await queue.claim("w1", [chart.version], limit=1, ttl=30)
-    async with listening(store.dsn) as conn:
-        await store.release(claim.lease, failed=True)
+    async with listening(pg_store.dsn) as conn:
+        await pg_store.release(claim.lease, failed=True)
         heard = [n async for n in conn.notifies(timeout=0.3)]
     assert heard == []
     assert await queue.claim("w2", [chart.version], limit=1, ttl=30) == []  # held back
