@@ -47,6 +47,8 @@ from statechart.models import (
     call,
     reply,
 )
+from statechart.records.codec import to_dict
+from statechart.records.record import Record
 from statechart.records.run import Event, QueuedCall, Run, Step, Visit
 from statechart.records.spent import Spent
 from statechart.records.summary import RunPage, RunSummary
@@ -97,6 +99,7 @@ __all__ = [
     "NoTerminalStateError",
     "NotWaitingError",
     "QueuedCall",
+    "Record",
     "Reply",
     "Request",
     "Run",
@@ -140,5 +143,6 @@ __all__ = [
     "run_to_end",
     "start",
     "step",
+    "to_dict",
     "tool",
 ]

@@ -85,6 +85,9 @@ PUBLIC = [
     "RunPage",
     "RunSummary",
     "load_run",
+    # records as msgspec structs (issue 27)
+    "Record",
+    "to_dict",
 ]
 
 

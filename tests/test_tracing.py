@@ -795,6 +795,8 @@ def one_span_each(out: dict[str, Any]) -> None:
 # -- a resume that migrates the run --------------------------------------------------------
 
 MIGRATE = '''
+from msgspec.structs import replace
+
 @tool(retry="safe")
 async def look(q: str) -> str:
     """Look something up."""
@@ -808,10 +810,9 @@ new = Chart("desk", budget=Budget(max_steps=20),
 
 
 def rename(run):
-    return run.model_copy(update={
-        "state": "investigate.think",
-        "visit": run.visit.model_copy(update={"state": "investigate"}),
-        "visits": {"investigate": run.visits["research"]}})
+    return replace(run, state="investigate.think",
+                   visit=replace(run.visit, state="investigate"),
+                   visits={"investigate": run.visits["research"]})
 
 
 async def main():

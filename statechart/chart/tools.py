@@ -19,7 +19,6 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ValidationError, create_model
 
 from statechart.errors import ChartWarning, ToolArgumentsError, ToolDefinitionError
-from statechart.records.build import assemble
 from statechart.records.messages import ToolCall
 from statechart.records.run import CheckedCall
 
@@ -323,11 +322,7 @@ def checked(tool: Tool, call: ToolCall) -> CheckedCall | str:
         values = tool.validate(args)
     except ToolArgumentsError as exc:
         return str(exc)
-    found: CheckedCall = assemble(
-        CheckedCall,
-        {"call": call, "arguments": values, "fingerprint": fingerprint(tool.name, values)},
-    )
-    return found
+    return CheckedCall(call=call, arguments=values, fingerprint=fingerprint(tool.name, values))
 
 
 def outcome_class(value: Any) -> str | None:
@@ -339,8 +334,12 @@ def outcome_class(value: Any) -> str | None:
 
 
 def render_result(value: Any, cap: int) -> str:
-    """A tool's return value as text for the transcript, cut to `cap` characters."""
-    text = value if isinstance(value, str) else canonical_json(value)
+    """A tool's return value as plain text for the transcript, cut to `cap` characters (a
+    `str` subclass, such as a `StrEnum` member, becomes its plain value)."""
+    if isinstance(value, str):
+        text = value if type(value) is str else str.__str__(value)
+    else:
+        text = canonical_json(value)
     if len(text) > cap:
         return f"{text[:cap]}\n[truncated: {len(text) - cap} more characters]"
     return text

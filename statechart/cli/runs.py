@@ -10,6 +10,7 @@ import shlex
 from typing import Annotated, Any
 
 import typer
+from msgspec.structs import replace
 
 from statechart.chart.chart import Chart
 from statechart.cli.app import (
@@ -34,6 +35,7 @@ from statechart.errors import LeaseHeldError, LoadError, StatechartError
 from statechart.io import audit, diagram
 from statechart.io.loading import load_chart
 from statechart.models.base import Model
+from statechart.records.codec import to_dict
 from statechart.records.run import Run, Status, Step
 from statechart.records.spent import spent_of
 from statechart.runtime.api import approve as approve_run
@@ -86,7 +88,7 @@ async def _live(store: Store, run_id: str) -> Run:
         return loaded.snapshot
     with contextlib.suppress(StatechartError):
         return current((await _chart_of(store, loaded.snapshot))[0], loaded)
-    return loaded.snapshot.model_copy(update={"state": loaded.state, "seq": loaded.seq})
+    return replace(loaded.snapshot, state=loaded.state, seq=loaded.seq)
 
 
 def _finish(chart: Chart, run: Run, db: str) -> int:
@@ -218,9 +220,9 @@ def show(
             typer.echo(
                 json.dumps(
                     {
-                        "run": found.model_dump(mode="json"),
+                        "run": to_dict(found),
                         "events": audit.timeline(events),
-                        "totals": t.model_dump(),
+                        "totals": to_dict(t),
                         "blocked": problem if blocked else None,
                     },
                     indent=2,

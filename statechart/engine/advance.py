@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from msgspec.structs import replace
 from pydantic import ValidationError
 
 from statechart.chart.chart import Decision, State
@@ -35,7 +36,6 @@ from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
 from statechart.errors import validation_problems
-from statechart.records.build import evolve
 from statechart.records.messages import Message, Reply
 from statechart.records.run import QueuedCall, Run, Step
 from statechart.records.spent import ONE_STEP, ZERO, Spent, spent
@@ -89,9 +89,9 @@ def _after_model(
     worst: Worst | None = None,
 ) -> Step:
     assert run.visit is not None
-    visit = evolve(run.visit, {"iterations": run.visit.iterations + 1})
+    visit = replace(run.visit, iterations=run.visit.iterations + 1)
     if isinstance(outcome, BaseException):
-        run = run.model_copy(update={"visit": visit})
+        run = replace(run, visit=visit)
         usage = ONE_STEP + Spent(model_calls=1) + wall
         reason = f"model call failed in state '{visit.state}': {outcome}"
         return escalate(
@@ -202,7 +202,7 @@ def _after_tool(
             **run.visit.succeeded,
             tool.name: run.visit.succeeded.get(tool.name, 0) + 1,
         }
-    visit = evolve(run.visit, counts)
+    visit = replace(run.visit, **counts)
     pending = run.pending[1:]
     trigger = "next_call" if pending else "results"
     usage = TOOL_STEP if wall is ZERO else TOOL_STEP + wall
@@ -251,7 +251,7 @@ def _refuse_call(
 def _ask(compiled_chart: CompiledChart, run: Run, why: str, now: float, wall: Spent) -> Step:
     head = run.pending[0]
     messages = drop_queue(run, "", keep_head=True)
-    run = run.model_copy(update={"pending": (head,), "reason": why})
+    run = replace(run, pending=(head,), reason=why)
     return commit(
         compiled_chart,
         run,

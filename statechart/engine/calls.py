@@ -12,10 +12,11 @@ from __future__ import annotations
 from hashlib import sha256
 from typing import Any
 
+from msgspec.structs import replace
+
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked
 from statechart.engine.tables import CompiledChart
-from statechart.records.build import evolve
 from statechart.records.run import CheckedCall, Intent, QueuedCall, Run, Visit
 
 
@@ -77,7 +78,7 @@ def record_intent(
         return None
     key = key_in(run.lineage_root or run.run_id, visit, visits, tool, found.fingerprint)
     opened = Intent(call=head.call, state=visit.state, seq=seq, key=key)
-    return evolve(head, {"key": key}), opened, found
+    return replace(head, key=key), opened, found
 
 
 def track(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from statechart.chart.tools import parse_arguments
 from statechart.engine.moves import commit, try_move
@@ -44,10 +45,10 @@ def decide(
     assert state is not None
     target = state.on_approve if approved else state.on_reject
     prefix = compiled_chart.nodes[run.state].prefix
-    run = run.model_copy(update={"status": "running", "reason": ""})
+    run = replace(run, status="running", reason="")
     move = try_move(compiled_chart, run, prefix + str(target), {})
     if isinstance(move, str):
-        waiting = run.model_copy(update={"status": "waiting", "reason": f"{verb}, but {move}"})
+        waiting = replace(run, status="waiting", reason=f"{verb}, but {move}")
         return commit(
             compiled_chart,
             waiting,
@@ -82,7 +83,7 @@ def _decide_call(
         # An edit makes a new call: its intent is recorded again under a new key.
         queued = QueuedCall(call=call, approved_by=by, key=None if edits else head.key)
         before = run
-        run = run.model_copy(update={"pending": (queued,), "status": "running", "reason": ""})
+        run = replace(run, pending=(queued,), status="running", reason="")
         return commit(
             compiled_chart,
             run,
@@ -99,7 +100,7 @@ def _decide_call(
         )
     msg = Message(role="tool", tool_call_id=call.id, content=not_executed(reason))
     before = run
-    run = run.model_copy(update={"pending": (), "status": "running", "reason": ""})
+    run = replace(run, pending=(), status="running", reason="")
     return commit(
         compiled_chart,
         run,
@@ -140,7 +141,7 @@ def _edited(
         except ToolArgumentsError as exc:
             where = f"run {run.run_id} in '{owner}'"
             raise RunError(f"edits to the pending call of {where}: {exc}") from None
-    return call.model_copy(update={"arguments": arguments})
+    return replace(call, arguments=arguments)
 
 
 def cancel(
@@ -174,5 +175,5 @@ def cancel(
         keep_open=in_flight,
         by=by or None,
     )
-    ended = step.run.model_copy(update={"reason": f"cancelled: {reason}"})
+    ended = replace(step.run, reason=f"cancelled: {reason}")
     return replace(step, run=ended)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from msgspec import structs
 from pydantic import BaseModel, ValidationError
 
 from statechart.chart.chart import Facts
@@ -17,7 +18,6 @@ from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
-from statechart.records.build import build, evolve
 from statechart.records.messages import Message
 from statechart.records.run import Actor, Event, Run, Step, Visit
 from statechart.records.spent import Spent
@@ -198,8 +198,8 @@ def commit(
     fields["visit"] = visit_key if messages else None
     fields["delta"] = len(messages)
     return Step(
-        evolve(run, update),
-        build(Event, fields),
+        structs.replace(run, **update),
+        Event(**fields),
         messages,
         opened,
         closed,

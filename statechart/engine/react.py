@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec.structs import replace
+
 from statechart.chart.chart import State
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import Tool, checked, outcome_class, parse_arguments, render_result
@@ -32,7 +34,6 @@ from statechart.engine.prompt import max_tokens, model_view
 from statechart.engine.scopes import context_in
 from statechart.engine.session import Session
 from statechart.engine.tables import CompiledChart, Move
-from statechart.records.build import assemble, build, evolve
 from statechart.records.messages import Message, Reply, Request, ToolSpec
 from statechart.records.run import CheckedCall, Event, Intent, QueuedCall, Run, Step, Visit
 from statechart.records.spent import ZERO, spent
@@ -186,17 +187,14 @@ def plan_step(
     args = parse_arguments(call)
     assert not isinstance(args, str)  # checked() parsed them
     key = queued.key or idempotency_key(run, tool, fingerprint)
-    return assemble(
-        RunTool,
-        {
-            "call": call,
-            "tool": tool,
-            "arguments": found.arguments,
-            "fingerprint": fingerprint,
-            "key": key,
-            "parsed": tool.parse(args),
-            "doubt": None,
-        },
+    return RunTool(
+        call=call,
+        tool=tool,
+        arguments=found.arguments,
+        fingerprint=fingerprint,
+        key=key,
+        parsed=tool.parse(args),
+        doubt=None,
     )
 
 
@@ -242,16 +240,16 @@ def _proposed(
     visit = run.visit
     assert visit is not None
     usage = spent(1, 1, 0, u.input_tokens, u.output_tokens, u.cost_micros, wall_ms)
-    said = build(Message, {"role": "assistant", "content": reply.content, "tool_calls": calls})
-    queue = tuple(build(QueuedCall, {"call": c}) for c in calls)
+    said = Message(role="assistant", content=reply.content, tool_calls=calls)
+    queue = tuple(QueuedCall(call=c) for c in calls)
     seq = run.seq + 1
     move = loop.propose
     update = _moved(loop, run, move, usage, seq)
-    update["visit"] = evolve(visit, {"iterations": visit.iterations + 1})
+    update["visit"] = replace(visit, iterations=visit.iterations + 1)
     pending, opened, head = _head(loop, run, update["visit"], queue, seq)
     update["pending"] = pending
     event = _event(run, move, seq, now, "propose", "model", usage, opened, {"calls": calls}, span)
-    return _step(evolve(run, update), event, (said,), opened, (), head)
+    return _step(replace(run, **update), event, (said,), opened, (), head)
 
 
 def _returned(
@@ -273,8 +271,6 @@ def _returned(
     tool = effect.tool
     name = tool.name
     text = render_result(outcome, tool.output_cap)
-    if type(text) is not str:  # a str subclass: the general step's validated message
-        return None
     visit = run.visit
     assert visit is not None
     calls = dict(visit.calls)
@@ -288,7 +284,7 @@ def _returned(
     usage = TOOL_STEP + spent(wall_ms=wall_ms) if wall_ms else TOOL_STEP
     seq = run.seq + 1
     update = _moved(loop, run, move, usage, seq)
-    update["visit"] = after = evolve(visit, counts)
+    update["visit"] = after = replace(visit, **counts)
     pending, opened, head = (
         _head(loop, run, after, queue, seq) if trigger == "next_call" else (queue, None, None)
     )
@@ -309,8 +305,8 @@ def _returned(
         "outcome": outcome_class(outcome),
     }
     event = _event(run, move, seq, now, trigger, "code", usage, opened, ran, span)
-    message = build(Message, {"role": "tool", "content": text, "tool_call_id": effect.call.id})
-    return _step(evolve(run, update), event, (message,), opened, closed, head)
+    message = Message(role="tool", content=text, tool_call_id=effect.call.id)
+    return _step(replace(run, **update), event, (message,), opened, closed, head)
 
 
 def _event(
@@ -345,7 +341,7 @@ def _event(
         visit=run.visit.seq,
         delta=1,
     )
-    return build(Event, fields)
+    return Event(**fields)
 
 
 def _moved(loop: Loop, run: Run, move: Move, usage: Any, seq: int) -> dict[str, Any]:
@@ -386,15 +382,6 @@ def _step(
     closed: tuple[str, ...],
     checked: CheckedCall | None,
 ) -> Step:
-    return assemble(
-        Step,
-        {
-            "run": run,
-            "event": event,
-            "messages": messages,
-            "opened": opened,
-            "closed": closed,
-            "base": False,
-            "checked": checked,
-        },
+    return Step(
+        run=run, event=event, messages=messages, opened=opened, closed=closed, checked=checked
     )

@@ -7,8 +7,9 @@ may have changed while the run was stored. A failure routes to `escalated`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from statechart.chart.chart import State
 from statechart.engine.moves import check_guard, checked_patch, commit

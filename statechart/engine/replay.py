@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from msgspec.structs import replace
+
 from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
@@ -17,7 +19,6 @@ from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.scopes import crossed, patched
 from statechart.engine.strict import breached
 from statechart.engine.tables import CompiledChart, status_of
-from statechart.records.build import evolve
 from statechart.records.run import Event, QueuedCall, Run, Visit
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
@@ -70,7 +71,7 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
         _entered(compiled_chart, run, e, u)
     elif e.trigger in ("approved", "rejected") and e.refused is not None:
         u["reason"] = f"{e.trigger}, but {e.refused}"
-    return evolve(run, u)
+    return replace(run, **u)
 
 
 def _pending(
@@ -99,7 +100,7 @@ def _pending(
     else:
         queue = run.pending
     if e.intent is not None:
-        queue = (evolve(queue[0], {"key": e.key}), *queue[1:])
+        queue = (replace(queue[0], key=e.key), *queue[1:])
     return queue
 
 
@@ -107,13 +108,13 @@ def _visit(compiled_chart: CompiledChart, run: Run, e: Event, moved: bool) -> Vi
     visit = run.visit
     if visit is not None:
         if e.usage.model_calls:
-            visit = evolve(visit, {"iterations": visit.iterations + e.usage.model_calls})
+            visit = replace(visit, iterations=visit.iterations + e.usage.model_calls)
         if e.actor == "code" and e.trigger in _TOOL_TRIGGERS and e.call is not None:
             name = e.call.name
             counts: dict[str, Any] = {"calls": {**visit.calls, name: visit.calls.get(name, 0) + 1}}
             if e.error is None:
                 counts["succeeded"] = {**visit.succeeded, name: visit.succeeded.get(name, 0) + 1}
-            visit = evolve(visit, counts)
+            visit = replace(visit, **counts)
     if moved:
         owner, state = compiled_chart.owner_state(e.target)
         if state.kind == "model" and owner in e.entered:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from msgspec.structs import replace
+
 from statechart.engine.tables import CompiledChart, Level
 from statechart.records.estimate import Price, input_tokens
 from statechart.records.messages import Request, Usage
@@ -63,7 +65,7 @@ def fit(
     if cap is not None and cap < 1:
         return f"{levels[0].path}:output_tokens"
     worst_cost = price.cost(est_in, cap) if price is not None and cap is not None else None
-    return request.model_copy(update={"max_tokens": cap}), Worst(est_in, cap, worst_cost)
+    return replace(request, max_tokens=cap), Worst(est_in, cap, worst_cost)
 
 
 def _room(level: Level, spent: Spent, est_in: int, price: Price | None) -> int | str | None:

@@ -62,17 +62,9 @@ def advance(
 
 
 def _same(what: str, run: Run, compiled: Any, general: Any) -> None:
-    """Raise unless the compiled result equals the general one, records' given fields too."""
-    if compiled != general or _given(compiled) != _given(general):
+    """Raise unless the compiled result equals the general one."""
+    if compiled != general:
         raise CompiledStepMismatchError(
             f"compiled {what} of run {run.run_id} at seq {run.seq} in '{run.state}' differs "
-            f"from the general one:\n compiled: {compiled!r}\n general:  {general!r}\n"
-            f" given: {_given(compiled)} against {_given(general)}"
+            f"from the general one:\n compiled: {compiled!r}\n general:  {general!r}"
         )
-
-
-def _given(value: Any) -> Any:
-    """The fields set on a step's run and event (what `exclude_unset` dumps)."""
-    if isinstance(value, Step):
-        return (value.run.model_fields_set, value.event.model_fields_set)
-    return None

@@ -6,9 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from msgspec.structs import replace
+
 from statechart.chart.tools import canonical_json
 from statechart.engine import CompiledChart, go
-from statechart.records.build import evolve
 from statechart.records.run import Run
 from statechart.records.spent import Spent
 
@@ -53,7 +54,7 @@ def way(
 
 def charged(compiled_chart: CompiledChart, run: Run, usage: Spent) -> Run:
     """The run with `usage` added to every budget level around its state (a what-if)."""
-    return evolve(run, {"ledger": compiled_chart.charged(run.ledger, run.state, usage)})
+    return replace(run, ledger=compiled_chart.charged(run.ledger, run.state, usage))
 
 
 def spent_text(spent: str) -> str:

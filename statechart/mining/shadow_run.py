@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from msgspec.structs import replace
 
 from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED, ESCALATED, IMPLICIT
@@ -39,7 +40,6 @@ from statechart.mining.routes import charged as _charged
 from statechart.mining.routes import json_arguments, way
 from statechart.mining.routes import spent_text as _spent
 from statechart.mining.traces import ERROR, OK
-from statechart.records.build import evolve
 from statechart.records.messages import ToolCall
 from statechart.records.run import Run, Step
 from statechart.records.spent import Spent
@@ -212,7 +212,7 @@ class ShadowRun:
             }
             if not failed:  # as in the driver: a call that raised did not succeed
                 counts["succeeded"] = {**visit.succeeded, tool: visit.succeeded.get(tool, 0) + 1}
-            update["visit"] = evolve(visit, counts)
+            update["visit"] = replace(visit, **counts)
         call = ToolCall(id=f"s{self.run.seq + 1}", name=tool, arguments=args or {})
         self._add(
             commit(
@@ -348,7 +348,7 @@ class ShadowRun:
             )
         update: dict[str, Any] = {}
         if by_model and run.visit is not None:
-            update["visit"] = evolve(run.visit, {"iterations": run.visit.iterations + 1})
+            update["visit"] = replace(run.visit, iterations=run.visit.iterations + 1)
         wanted = ToolCall(id=f"m{run.seq + 1}", name=tool) if tool else None  # what it was for
         self._add(
             commit(

@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from msgspec.structs import replace
+
 from statechart.records import estimate
 from statechart.records.estimate import Price
 from statechart.records.messages import Reply, Request, Usage
@@ -77,4 +79,4 @@ class Priced:
         token attributes named by `fields`), or an estimate when it reported none."""
         tokens_in, tokens_out = (getattr(usage, name, None) for name in fields)
         found = usage_of(self.prices, self.model, request, reply, tokens_in, tokens_out)
-        return reply.model_copy(update={"usage": found})
+        return replace(reply, usage=found)

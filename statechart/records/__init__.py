@@ -1,9 +1,11 @@
 """Data that moves between the layers: transcript messages, what was spent, runs and events.
 
-Plain pydantic records and frozen dataclasses; no behaviour beyond building and copying.
+Frozen `msgspec` structs (`Record`); no behaviour beyond building, adding and encoding.
 """
 
+from statechart.records.codec import to_dict
 from statechart.records.messages import Message, Reply, Request, ToolCall, ToolSpec, Usage
+from statechart.records.record import Record
 from statechart.records.run import Event, Intent, QueuedCall, Run, Status, Step, Visit
 from statechart.records.spent import ONE_STEP, ZERO, Spent, spent_of
 from statechart.records.summary import RunPage, RunSummary
@@ -15,6 +17,7 @@ __all__ = [
     "Intent",
     "Message",
     "QueuedCall",
+    "Record",
     "Reply",
     "Request",
     "Run",
@@ -28,4 +31,5 @@ __all__ = [
     "Usage",
     "Visit",
     "spent_of",
+    "to_dict",
 ]

@@ -6,12 +6,12 @@ run (or a fork of it) can switch models between steps.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from statechart.records.record import Record
 
 
-class ToolCall(BaseModel):
+class ToolCall(Record, frozen=True):
     """One call the model asked for: a tool (or `next_state`) and its arguments.
 
     In scripts, `call(name, **arguments)` builds one.
@@ -25,17 +25,15 @@ class ToolCall(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     id: str
     """The provider's call id; every call id gets exactly one result."""
     name: str
     """The tool (or `next_state`) called."""
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    arguments: dict[str, Any] | str = {}
     """Parsed arguments, or the raw text when the provider sent malformed JSON."""
 
 
-class Usage(BaseModel):
+class Usage(Record, frozen=True):
     """What one model call cost, as its `Reply` reports it.
 
     The driver charges it to the run's ledger at every budget level the state is in.
@@ -49,8 +47,6 @@ class Usage(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     input_tokens: int = 0
     """Tokens the model read (the prompt)."""
     output_tokens: int = 0
@@ -62,7 +58,7 @@ class Usage(BaseModel):
     estimate (`statechart.records.estimate`)."""
 
 
-class Message(BaseModel):
+class Message(Record, frozen=True):
     """One transcript entry, independent of any provider.
 
     A visit's transcript alternates a model's reply (`assistant`, with its calls) and
@@ -80,8 +76,6 @@ class Message(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     role: Literal["user", "assistant", "tool"]
     """`assistant` (a reply), `tool` (a call's result) or `user` (a note from the runtime)."""
     content: str = ""
@@ -92,7 +86,7 @@ class Message(BaseModel):
     """For tool messages: the call this is the result of."""
 
 
-class ToolSpec(BaseModel):
+class ToolSpec(Record, frozen=True):
     """A tool as offered to the model: what `Request.tools` holds, built from each `Tool`.
 
     Example:
@@ -113,8 +107,6 @@ class ToolSpec(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     name: str
     """The name the model calls it by."""
     description: str
@@ -123,7 +115,7 @@ class ToolSpec(BaseModel):
     """JSON schema of the arguments."""
 
 
-class Request(BaseModel):
+class Request(Record, frozen=True):
     """Everything a model sees for one call: bounded by construction.
 
     The runtime builds it from the state; build one by hand to test a model alone.
@@ -143,17 +135,15 @@ class Request(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
     state: str
     """Path of the state asking (e.g. `triage.research`)."""
     instructions: str
     """The state's instructions."""
     context: dict[str, Any]
     """Only the context fields the state declares it reads."""
-    transcript: Annotated[tuple[Message, ...], SkipValidation]
-    """The current visit's transcript, oldest first (not re-validated: built by the runtime)."""
-    tools: Annotated[tuple[ToolSpec, ...], SkipValidation]
+    transcript: tuple[Message, ...]
+    """The current visit's transcript, oldest first."""
+    tools: tuple[ToolSpec, ...]
     """The tools offered, `next_state` included; the model must call one."""
     tool_choice: Literal["required"] = "required"
     """Always `required`: a reply must call one of the tools."""
@@ -161,7 +151,7 @@ class Request(BaseModel):
     """Output-token cap, already lowered to what every budget level has left."""
 
 
-class Reply(BaseModel):
+class Reply(Record, frozen=True):
     """What a model answered: what `Model.complete` returns.
 
     In scripts and policies, `reply(*calls, content=, usage=)` builds one.
@@ -177,8 +167,6 @@ class Reply(BaseModel):
         )
         ```
     """
-
-    model_config = ConfigDict(frozen=True)
 
     content: str = ""
     """Text beside the calls (shown in the transcript, never acted on)."""

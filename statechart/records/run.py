@@ -1,20 +1,19 @@
 """The run record (all the memory of one execution) and the event record (one per transition).
 
-Both are plain pydantic models that round-trip through JSON exactly. The run
+Both are frozen `msgspec` structs that round-trip through JSON exactly. The run
 holds only bounded fields; growing sets (transcript, fingerprints, intents)
 live in the store's own append-only tables.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from msgspec.structs import replace
 
-from statechart.records.build import assemble, evolve
 from statechart.records.messages import Message, ToolCall
-from statechart.records.spent import Spent
+from statechart.records.record import Record
+from statechart.records.spent import ZERO, Spent
 
 Status = Literal["running", "waiting", "ended"]
 ROOT_LEVEL = "root"
@@ -24,7 +23,7 @@ ROOT_LEVEL = "root"
 Actor = Literal["model", "code", "human", "system"]
 
 
-class QueuedCall(BaseModel):
+class QueuedCall(Record, frozen=True):
     """A call from a model reply that has not run yet (calls run one per step, in order).
 
     `Run.pending` holds them; while the run waits for an approval, the head is the call
@@ -39,8 +38,6 @@ class QueuedCall(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     call: ToolCall
     """The call as the model sent it, or as a person edited it when approving."""
     approved_by: str | None = None
@@ -49,7 +46,7 @@ class QueuedCall(BaseModel):
     """Idempotency key, fixed when the call's intent was recorded; never recomputed."""
 
 
-class Intent(BaseModel):
+class Intent(Record, frozen=True):
     """A tool call recorded as about to run, before it runs; completed once it left the queue.
 
     The event that records an intent is the one that leaves the call at the head of the
@@ -65,8 +62,6 @@ class Intent(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     call: ToolCall
     """The call, with the arguments it runs with."""
     state: str
@@ -81,7 +76,7 @@ class Intent(BaseModel):
     """Seq of the event that completed it, once `completed`."""
 
 
-class Visit(BaseModel):
+class Visit(Record, frozen=True):
     """The current visit of a model state (`Run.visit`); reset on every entry.
 
     Per-visit caps (`max_iterations`, `max_calls`) count against it.
@@ -94,22 +89,20 @@ class Visit(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     state: str
     """Path of the model state (e.g. `research`, `explore.search`)."""
     seq: int
     """Seq of the event that entered it: the key of this visit's transcript."""
     iterations: int = 0
     """Model calls made in this visit."""
-    calls: dict[str, int] = Field(default_factory=dict)
+    calls: dict[str, int] = {}
     """Executed calls per tool in this visit (failed ones included: caps count attempts)."""
-    succeeded: dict[str, int] = Field(default_factory=dict)
+    succeeded: dict[str, int] = {}
     """Calls per tool that returned in this visit: a repeatable keyed tool's next key
     counts these, so a retry after a failure presents the same key."""
 
 
-class Run(BaseModel):
+class Run(Record, frozen=True):
     """One execution, as data. The snapshot the store keeps is this record.
 
     Frozen: every step makes a new one (`Step.run`); `Store.load` returns the latest.
@@ -127,8 +120,6 @@ class Run(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     run_id: str
     """Unique in its store: `start(run_id=...)`, or a random hex id."""
     chart: str
@@ -142,21 +133,21 @@ class Run(BaseModel):
     status: Status = "running"
     """`running` (steps remain), `waiting` (for a person to `approve` or `reject`) or
     `ended` (in a terminal, `cancelled` included)."""
-    context: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] = {}
     """The context as JSON-ready values (validated by the chart's context type)."""
-    contexts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    contexts: dict[str, dict[str, Any]] = {}
     """The own context of every active ported sub-chart (one with `input=`/`output=`),
     by the path of the chart state hosting it; `context` is the root's."""
     seq: int = 0
     """Seq of the last event; the next event is `seq + 1`."""
-    visits: dict[str, int] = Field(default_factory=dict)
+    visits: dict[str, int] = {}
     """Entries per state path."""
-    traversals: dict[str, int] = Field(default_factory=dict)
+    traversals: dict[str, int] = {}
     """Traversals per capped edge (`source->target`, full paths)."""
-    ledger: dict[str, Spent] = Field(default_factory=dict)
+    ledger: dict[str, Spent] = {}
     """Spending per budget level: `root` is the root chart, otherwise the owning state's
     path (`research`, `explore.sources`)."""
-    breached: dict[str, str] = Field(default_factory=dict)
+    breached: dict[str, str] = {}
     """Strict levels a reply overran (level -> the cap kind): spent from then on."""
     visit: Visit | None = None
     """The current visit of a model state; None elsewhere."""
@@ -175,21 +166,13 @@ class Run(BaseModel):
     """For a fork: the run it was forked from."""
     parent_seq: int | None = None
     """For a fork: the parent's seq it starts after (its events up to there are shared)."""
-    trace: dict[str, str] = Field(default_factory=dict)
+    trace: dict[str, str] = {}
     """Propagated trace context (filled by tracing)."""
     created_at: float = 0.0
     """When `start` (or `fork`) created it, in seconds since the epoch."""
 
-    @field_validator("ledger", mode="before")
-    @classmethod
-    def _root_named(cls, value: Any) -> Any:
-        """A ledger stored before the root level was named `root` (key `""`) still loads."""
-        if isinstance(value, dict) and "" in value:
-            value = {(k or ROOT_LEVEL): v for k, v in value.items()}
-        return value
 
-
-class Event(BaseModel):
+class Event(Record, frozen=True):
     """One immutable row per transition. The run is a fold of its events.
 
     `Store.events(run_id)` returns them in order: the run's audit trail.
@@ -203,8 +186,6 @@ class Event(BaseModel):
         forced = [e.exhausted for e in events if e.exhausted]  # e.g. ["research:tool_calls"]
         ```
     """
-
-    model_config = ConfigDict(frozen=True)
 
     run_id: str
     """The run this event belongs to."""
@@ -224,7 +205,7 @@ class Event(BaseModel):
     `human` (approve, reject, cancel) or `system` (budgets, escalation, recovery)."""
     reason: str = ""
     """Why, in words: a route, an escalation, a wait, a person's note."""
-    usage: Spent = Spent()
+    usage: Spent = ZERO
     """What this step cost (charged to every level containing `source`)."""
     call: ToolCall | None = None
     """The call this step ran, refused or decided on."""
@@ -236,7 +217,7 @@ class Event(BaseModel):
     """Why a proposed move was refused; the state did not change."""
     error: str | None = None
     """What failed, as `Type: message`: a tool, a handler, the model call, a context."""
-    patch: dict[str, Any] = Field(default_factory=dict)
+    patch: dict[str, Any] = {}
     """Context fields this step wrote."""
     visit: int | None = None
     """Transcript key this step appended to (seq of the visit's entering event)."""
@@ -268,10 +249,10 @@ class Event(BaseModel):
     """The outcome class of the executed call's result (its `outcome` field), for mining."""
     scope: str = ""
     """Whose context `patch` wrote: `""` the root's, else the path of a ported sub-chart."""
-    outputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    outputs: dict[str, dict[str, Any]] = {}
     """Ported sub-charts this move left (innermost first) -> the patch each wrote to the
     context around it, as computed: replay applies it without calling a mapping again."""
-    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    inputs: dict[str, dict[str, Any]] = {}
     """Ported sub-charts this move entered (outermost first) -> their first context."""
     usage_missing: bool = False
     """The provider's reply carried no usage: `usage` holds a conservative estimate."""
@@ -279,15 +260,8 @@ class Event(BaseModel):
     """`level:kind` of a strict cap this reply overran (its estimate was wrong); the level
     is spent from this event on."""
 
-    @field_validator("exhausted", mode="before")
-    @classmethod
-    def _root_exhausted(cls, value: Any) -> Any:
-        """`:steps`, as stored before the root level was named, reads as `root:steps`."""
-        return ROOT_LEVEL + value if isinstance(value, str) and value.startswith(":") else value
 
-
-@dataclass(frozen=True)
-class CheckedCall:
+class CheckedCall(Record, frozen=True):
     """A call's arguments as its tool validated them (JSON values) and their fingerprint:
     computed once, when the call's intent is recorded, and handed to the step that runs it."""
 
@@ -296,8 +270,7 @@ class CheckedCall:
     fingerprint: str
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Record, frozen=True):
     """What one `step()` did: the event, the run after it, and the transcript delta.
 
     `drive()` yields one per transition, once it is stored.
@@ -327,9 +300,7 @@ class Step:
 
     def with_span(self, span: str) -> Step:
         """The same step with the id (hex) of its transition's span written into its event."""
-        fields = self.__dict__.copy()
-        fields["event"] = evolve(self.event, {"span": span})
-        return assemble(Step, fields)
+        return replace(self, event=replace(self.event, span=span))
 
     @property
     def refused(self) -> str | None:

@@ -7,9 +7,7 @@ micro-dollars, wall time in milliseconds.
 
 from __future__ import annotations
 
-from operator import itemgetter
-
-from pydantic import BaseModel, ConfigDict
+from statechart.records.record import Record
 
 KINDS = (
     "steps",
@@ -23,7 +21,7 @@ KINDS = (
 )
 
 
-class Spent(BaseModel):
+class Spent(Record, frozen=True, kw_only=False):
     """What one budget level has spent (`Run.ledger`), or what one step cost (`Event.usage`).
 
     A step's cost is added to every level around the state it started in: `root`, then
@@ -41,8 +39,6 @@ class Spent(BaseModel):
         assert (level.steps, level.tokens, level.wall_ms) == (2, 940, 12)
         ```
     """
-
-    model_config = ConfigDict(frozen=True)
 
     steps: int = 0
     """Steps charged (one each); exhaustion routes, human decisions, resumes are free."""
@@ -65,26 +61,15 @@ class Spent(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Spent) -> Spent:
-        a, b = self.__dict__, other.__dict__
-        return spent(
-            a["steps"] + b["steps"],
-            a["model_calls"] + b["model_calls"],
-            a["tool_calls"] + b["tool_calls"],
-            a["input_tokens"] + b["input_tokens"],
-            a["output_tokens"] + b["output_tokens"],
-            a["cost_micros"] + b["cost_micros"],
-            a["wall_ms"] + b["wall_ms"],
+        return Spent(
+            self.steps + other.steps,
+            self.model_calls + other.model_calls,
+            self.tool_calls + other.tool_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_micros + other.cost_micros,
+            self.wall_ms + other.wall_ms,
         )
-
-    def __eq__(self, other: object) -> bool:
-        """Equal amounts. Faster than pydantic's general comparison, which the serializers
-        make against the default for every event they encode (`exclude_defaults`)."""
-        if other.__class__ is Spent and self.__class__ is Spent:
-            return bool(_amounts(self.__dict__) == _amounts(other.__dict__))
-        return super().__eq__(other)
-
-    def __hash__(self) -> int:
-        return hash(_amounts(self.__dict__))
 
     def is_zero(self) -> bool:
         """True when nothing was spent."""
@@ -99,42 +84,8 @@ class Spent(BaseModel):
         )
 
 
-_ALL_SET = set(KINDS) - {"tokens"}
-_amounts = itemgetter(*(k for k in KINDS if k != "tokens"))
-_new = object.__new__
-_set = object.__setattr__
-
-
-def spent(
-    steps: int = 0,
-    model_calls: int = 0,
-    tool_calls: int = 0,
-    input_tokens: int = 0,
-    output_tokens: int = 0,
-    cost_micros: int = 0,
-    wall_ms: int = 0,
-) -> Spent:
-    """A `Spent` from integers the engine computed itself, unvalidated (the hot path's
-    constructor: a step builds one or more per budget level)."""
-    new: Spent = _new(Spent)
-    _set(
-        new,
-        "__dict__",
-        {
-            "steps": steps,
-            "model_calls": model_calls,
-            "tool_calls": tool_calls,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cost_micros": cost_micros,
-            "wall_ms": wall_ms,
-        },
-    )
-    _set(new, "__pydantic_fields_set__", _ALL_SET)
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
-
+spent = Spent
+"""The hot path's constructor: the amounts in field order, positionally."""
 
 HARD_KINDS = ("steps", "wall_ms")
 """Spent, these stop every step; other spent kinds stop only steps that start a call."""

@@ -6,13 +6,12 @@ whole run's spending after it), never from a snapshot that may be written behind
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
+from statechart.records.record import Record
 from statechart.records.run import Status
-from statechart.records.spent import Spent
+from statechart.records.spent import ZERO, Spent
 
 
-class RunSummary(BaseModel):
+class RunSummary(Record, frozen=True):
     """A stored run as a listing shows it: where it is now and what it has spent.
 
     Example:
@@ -23,8 +22,6 @@ class RunSummary(BaseModel):
         ```
     """
 
-    model_config = ConfigDict(frozen=True)
-
     run_id: str
     chart: str
     """The chart's name."""
@@ -34,7 +31,7 @@ class RunSummary(BaseModel):
     """The state its last event left it in."""
     seq: int
     """Its last event's seq."""
-    spent: Spent = Spent()
+    spent: Spent = ZERO
     """What the whole run has spent, as of its last event."""
     reason: str = ""
     """Why it waits or how it ended (empty while running)."""
@@ -47,7 +44,7 @@ class RunSummary(BaseModel):
     """Why no worker will drive it (its chart failed to load too often), when blocked."""
 
 
-class RunPage(BaseModel):
+class RunPage(Record, frozen=True):
     """One page of a run listing, newest first, and how many runs match in all.
 
     Example:
@@ -57,8 +54,6 @@ class RunPage(BaseModel):
         print(page.total, [s.run_id for s in page.rows])
         ```
     """
-
-    model_config = ConfigDict(frozen=True)
 
     rows: tuple[RunSummary, ...]
     total: int

@@ -12,6 +12,7 @@ import difflib
 import uuid
 from collections.abc import Callable
 
+from msgspec.structs import replace
 from pydantic import ValidationError
 
 from statechart import tracing
@@ -20,7 +21,6 @@ from statechart.engine.calls import open_call
 from statechart.engine.replay import replay
 from statechart.engine.tables import compiled, status_of
 from statechart.errors import ChartChangedError, RunError
-from statechart.records.build import evolve
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Step
 from statechart.store.base import Store
@@ -115,7 +115,7 @@ async def checked_version(
         )
     await store.save_chart(chart.version, chart.describe())
     seq = run.seq + 1
-    after = evolve(migrated, {"chart_version": chart.version, "seq": seq})
+    after = replace(migrated, chart_version=chart.version, seq=seq)
     name = getattr(migrate, "__name__", "a migration")
     event = Event(
         run_id=run.run_id,
@@ -164,16 +164,14 @@ async def fork(
     state = replay(compiled(chart), base, events)
     new_id = new_run_id or uuid.uuid4().hex
     context, span = tracing.run_trace_context(chart.name, new_id)  # a run, a trace of its own
-    new = evolve(
+    new = replace(
         state,
-        {
-            "run_id": new_id,
-            "parent_run": run_id,
-            "parent_seq": at_seq,
-            "trace": context,
-            "lineage_root": original.lineage_root or run_id,
-            "created_at": now,
-        },
+        run_id=new_id,
+        parent_run=run_id,
+        parent_seq=at_seq,
+        trace=context,
+        lineage_root=original.lineage_root or run_id,
+        created_at=now,
     )
     if span is not None:
         span.set_attributes({"statechart.fork.of": run_id, "statechart.fork.at": at_seq})
@@ -185,7 +183,7 @@ async def fork(
         # the tool's retry policy, under its own intent row with the same key.
         inherited.append(Intent(call=head.call, state=new.visit.state, seq=at_seq, key=head.key))
         if new.state.endswith(".act"):
-            new = evolve(new, {"doubt": head.call.id})
+            new = replace(new, doubt=head.call.id)
     await store.create(new, inherited)
     return new
 

@@ -12,10 +12,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter
+from msgspec.structs import replace
 
 from statechart.errors import RunNotFoundError
+from statechart.records.codec import decode, decode_messages, encode
 from statechart.records.messages import Message
+from statechart.records.record import Record
 from statechart.records.run import Event, Intent, Run, Status, Step
 from statechart.records.summary import RunPage, RunSummary
 from statechart.store.base import (
@@ -35,8 +37,7 @@ from statechart.store.rules import (
     written_behind,
 )
 
-MESSAGES = TypeAdapter(list[Message])
-R = TypeVar("R", bound=BaseModel)
+R = TypeVar("R", bound=Record)
 
 
 class MemoryStore:
@@ -116,11 +117,7 @@ class MemoryStore:
             raise not_next(run_id, head[0], event.seq)
         row = self._put(event)
         delta = (
-            (
-                MESSAGES.serializer.to_json(list(step.messages), exclude_defaults=True)
-                if self.encode
-                else step.messages
-            )
+            (encode(step.messages) if self.encode else step.messages)
             if step.messages and event.visit is not None
             else None
         )
@@ -155,14 +152,14 @@ class MemoryStore:
             head[1], head[3] = run.status, run.seq
         self._behind.pop(run.run_id, None)
 
-    def _put(self, record: BaseModel) -> Any:
+    def _put(self, record: Record) -> Any:
         """A record as the JSON a database row would hold (or itself, unencoded)."""
         if not self.encode:
             return record
-        return type(record).__pydantic_serializer__.to_json(record, exclude_defaults=True)
+        return encode(record)
 
     def _get(self, cls: type[R], stored: Any) -> R:
-        found: R = cls.model_validate_json(stored) if self.encode else stored
+        found: R = decode(cls, stored) if self.encode else stored
         return found
 
     def _snapshot(self, run_id: str) -> Run:
@@ -237,7 +234,7 @@ class MemoryStore:
         return [
             m
             for chunk in self._transcripts.get((run_id, visit), [])
-            for m in (MESSAGES.validate_json(chunk) if self.encode else chunk)
+            for m in (decode_messages(chunk) if self.encode else chunk)
         ]
 
     async def fingerprints(self, run_id: str) -> set[str]:
@@ -249,7 +246,7 @@ class MemoryStore:
         done = self._done.get(run_id, {})
         out = [self._get(Intent, i) for i in self._intents[run_id]]
         return [
-            i.model_copy(update={"completed": True, "completed_seq": done[n]}) if n in done else i
+            replace(i, completed=True, completed_seq=done[n]) if n in done else i
             for n, i in enumerate(out)
         ]
 

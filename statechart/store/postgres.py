@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+from msgspec.structs import replace
 
 from statechart import failpoints
 from statechart.errors import (
@@ -22,6 +23,7 @@ from statechart.errors import (
     RunNotFoundError,
     StoreError,
 )
+from statechart.records.codec import encode
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
 from statechart.records.summary import RunPage, RunSummary
@@ -167,7 +169,7 @@ class PostgresStore:
     async def create(self, run: Run, intents: Sequence[Intent] = ()) -> None:
         import psycopg
 
-        snapshot = run.model_dump_json(exclude_defaults=True)
+        snapshot = encode(run).decode()
         async with await self._connection() as conn:
             try:
                 async with conn.transaction():
@@ -199,7 +201,7 @@ class PostgresStore:
                                 i.seq,
                                 i.state,
                                 i.call.name,
-                                i.call.model_dump_json(),
+                                encode(i.call).decode(),
                                 i.key,
                             ),
                         )
@@ -265,7 +267,7 @@ class PostgresStore:
                             await conn.execute(
                                 "INSERT INTO bases (run_id, seq, snapshot) "
                                 "VALUES (%s, %s, %s::jsonb)",
-                                (run_id, event.seq, run.model_dump_json(exclude_defaults=True)),
+                                (run_id, event.seq, encode(run).decode()),
                             )
                     if lease is None:  # a person decided: a worker may drive it on
                         await conn.execute(
@@ -523,7 +525,7 @@ class PostgresStore:
 
 def _blocked(summary: RunSummary, problem: str | None) -> RunSummary:
     """A listing line with why no worker drives the run, if it is blocked."""
-    return summary if problem is None else summary.model_copy(update={"blocked": problem})
+    return summary if problem is None else replace(summary, blocked=problem)
 
 
 def _refused_value(event: Event, exc: Any) -> StoreError:
@@ -567,7 +569,7 @@ async def _write_snapshot(conn: Any, num: int, run: Run, *, others: bool = False
             run.status,
             run.state,
             run.seq,
-            run.model_dump_json(exclude_defaults=True),
+            encode(run).decode(),
             run.chart_version,
             num,
             run.seq,

@@ -9,19 +9,20 @@ are left out of the body and marked (`"result@"`, `"calls@"`); `event_of` puts t
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+import msgspec
+from msgspec.structs import replace
 
 from statechart.errors import CorruptRowError
+from statechart.records.codec import decode, decode_messages, encode
 from statechart.records.messages import Message, ToolCall
+from statechart.records.record import Record
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Step
-from statechart.records.spent import Spent
+from statechart.records.spent import ZERO, Spent
 from statechart.records.summary import RunSummary
 
-MESSAGES = TypeAdapter(list[Message])
 SEQ_BITS = 32
 SEQ_MASK = (1 << SEQ_BITS) - 1
 USAGE = (
@@ -56,25 +57,32 @@ INSERT_IF_HELD = (
 """`INSERT_EVENT` in one statement (its own transaction) when the lease is held and the
 run's last event is the one before (values: the row, then number, holder, the run's key
 range, its snapshot's key and the previous event's key)."""
-BODY = {
-    "call",
-    "calls",
-    "result",
-    "patch",
-    "delta",
-    "entered",
-    "exited",
-    "model",
-    "outcome",
-    "usage_missing",
-    "breach",
-    "scope",
-    "outputs",
-    "inputs",
-}
-_NO_RESULT = BODY - {"result"}
-_NO_CALLS = BODY - {"calls"}
-_NEITHER = BODY - {"result", "calls"}
+
+
+class Body(Record, frozen=True):
+    """What an event row keeps in its JSON body: the fields with no column of their own.
+
+    A tool result its `tool` message carries, or calls its `assistant` message carries, are
+    left out and marked (`result@`, `calls@`); `event_of` puts them back."""
+
+    call: ToolCall | None = None
+    calls: tuple[ToolCall, ...] = ()
+    result: str | None = None
+    patch: dict[str, Any] = {}
+    delta: int = 0
+    entered: tuple[str, ...] = ()
+    exited: tuple[str, ...] = ()
+    model: str | None = None
+    outcome: str | None = None
+    usage_missing: bool = False
+    breach: str | None = None
+    scope: str = ""
+    outputs: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, dict[str, Any]] = {}
+    result_at: int = msgspec.field(default=0, name="result@")
+    """1 when the result is left to the row's `tool` message."""
+    calls_at: int = msgspec.field(default=0, name="calls@")
+    """1 when the calls are left to the row's `assistant` message."""
 
 
 def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
@@ -82,7 +90,7 @@ def insert_intent(db: sqlite3.Connection, run_id: str, i: Intent) -> None:
     db.execute(
         "INSERT INTO intent_rows (run_id, call_id, seq, state, tool, call, key) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, i.call.id, i.seq, i.state, i.call.name, i.call.model_dump_json(), i.key),
+        (run_id, i.call.id, i.seq, i.state, i.call.name, encode(i.call).decode(), i.key),
     )
 
 
@@ -94,21 +102,27 @@ def key_of(num: int, seq: int) -> int:
 def event_row(step: Step, num: int) -> tuple[Any, ...]:
     """The values of `INSERT_EVENT` for `step`, the event of run number `num`."""
     e, u = step.event, step.event.usage
-    messages = (
-        MESSAGES.dump_json(list(step.messages), exclude_defaults=True).decode()
-        if step.messages
-        else None
-    )
+    messages = encode(step.messages).decode() if step.messages else None
     in_result, in_calls = _carried(e, step.messages)
-    if in_result:
-        include = _NEITHER if in_calls else _NO_RESULT
-    else:
-        include = _NO_CALLS if in_calls else BODY
-    body = e.model_dump_json(include=include, exclude_defaults=True)
-    if in_result or in_calls:
-        marks = ('"result@":1' if in_result else "", '"calls@":1' if in_calls else "")
-        body = body[:-1] + ("," if len(body) > 2 else "") + ",".join(m for m in marks if m) + "}"
-    spent = step.run.ledger.get(ROOT_LEVEL) or Spent()
+    body = Body(
+        call=e.call,
+        calls=() if in_calls else e.calls,
+        result=None if in_result else e.result,
+        patch=e.patch,
+        delta=e.delta,
+        entered=e.entered,
+        exited=e.exited,
+        model=e.model,
+        outcome=e.outcome,
+        usage_missing=e.usage_missing,
+        breach=e.breach,
+        scope=e.scope,
+        outputs=e.outputs,
+        inputs=e.inputs,
+        result_at=1 if in_result else 0,
+        calls_at=1 if in_calls else 0,
+    )
+    spent = step.run.ledger.get(ROOT_LEVEL) or ZERO
     opened = step.opened
     return (
         key_of(num, e.seq),
@@ -138,9 +152,9 @@ def event_row(step: Step, num: int) -> tuple[Any, ...]:
         e.span,
         e.visit,
         messages,
-        body,
+        encode(body).decode(),
         opened.state if opened is not None else None,
-        opened.call.model_dump_json() if opened is not None else None,
+        encode(opened.call).decode() if opened is not None else None,
         spent.steps,
         spent.model_calls,
         spent.tool_calls,
@@ -176,63 +190,79 @@ def _same(a: tuple[ToolCall, ...], b: tuple[ToolCall, ...]) -> bool:
 def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
     """The event stored in a row of `READ` columns."""
     key, at, source, target, trigger, actor, reason, refused, error, *rest = row
-    usage = dict(zip(USAGE, rest[:7], strict=True))
     intent, key_, by, call_fingerprint, exhausted, edge, span, visit, messages, body = rest[7:]
     seq = key & SEQ_MASK
     where = f"events row of run {run_id} at seq {seq}"
     try:
-        fields = json.loads(body)
-        if not isinstance(fields, dict):
+        if not body.lstrip().startswith("{"):
             raise ValueError("the body is not a JSON object")
-        marked = {mark for mark in ("result@", "calls@") if fields.pop(mark, None)}
-        if marked:
-            _restore(fields, marked, messages)
-        return Event.model_validate(
-            {
-                **fields,
-                "run_id": run_id,
-                "seq": seq,
-                "time": at,
-                "source": source,
-                "target": target,
-                "trigger": trigger,
-                "actor": actor,
-                "reason": reason or "",
-                "refused": refused,
-                "error": error,
-                "usage": usage,
-                "intent": intent,
-                "key": key_,
-                "by": by,
-                "fingerprint": call_fingerprint,
-                "exhausted": exhausted,
-                "edge": edge,
-                "visit": visit,
-                "span": span,
-            }
+        b = decode(Body, body)
+        result, calls = b.result, b.calls
+        if b.result_at or b.calls_at:
+            result, calls = _restore(b, messages)
+        if actor not in ACTORS:
+            raise ValueError(f"unknown actor {actor!r}")
+        return Event(
+            run_id=run_id,
+            seq=seq,
+            time=at,
+            source=source,
+            target=target,
+            trigger=trigger,
+            actor=actor,
+            reason=reason or "",
+            usage=Spent(*rest[:7]),
+            call=b.call,
+            calls=calls,
+            result=result,
+            refused=refused,
+            error=error,
+            patch=b.patch,
+            visit=visit,
+            delta=b.delta,
+            fingerprint=call_fingerprint,
+            entered=b.entered,
+            exited=b.exited,
+            exhausted=ROOT_LEVEL + exhausted
+            if exhausted is not None and exhausted.startswith(":")
+            else exhausted,
+            edge=edge,
+            intent=intent,
+            key=key_,
+            by=by,
+            span=span,
+            model=b.model,
+            outcome=b.outcome,
+            scope=b.scope,
+            outputs=b.outputs,
+            inputs=b.inputs,
+            usage_missing=b.usage_missing,
+            breach=b.breach,
         )
-    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(where, exc) from None
 
 
-def _restore(fields: dict[str, Any], marked: set[str], messages: str | None) -> None:
+ACTORS = frozenset(("model", "code", "human", "system"))
+
+
+def _restore(b: Body, messages: str | None) -> tuple[str | None, tuple[ToolCall, ...]]:
     """Put back what the row's messages carry: the call's result, the reply's calls."""
-    stored = json.loads(messages) if messages else []
-    if "result@" in marked:
-        call_id = fields["call"]["id"]
-        found = [
-            m.get("content", "")
-            for m in stored
-            if m.get("role") == "tool" and m.get("tool_call_id") == call_id
-        ]
+    stored = decode_messages(messages) if messages else []
+    result, calls = b.result, b.calls
+    if b.result_at:
+        if b.call is None:
+            raise KeyError("the body marks a result but names no call")
+        found = [m.content for m in stored if m.role == "tool" and m.tool_call_id == b.call.id]
         if not found:
-            raise KeyError(f"no tool message answers call {call_id}")
-        fields["result"] = found[0]
-    if "calls@" in marked:
-        replies = [m["tool_calls"] for m in stored if m.get("role") == "assistant"]
+            raise KeyError(f"no tool message answers call {b.call.id}")
+        result = found[0]
+    if b.calls_at:
+        replies = [m.tool_calls for m in stored if m.role == "assistant"]
         if not replies:
             raise KeyError("no assistant message holds the calls")
-        fields["calls"] = replies[0]
+        calls = replies[0]
+    return result, calls
 
 
 LAST_EVENT = f"e.target, e.id & {SEQ_MASK}, e.time, {', '.join(f'e.{c}' for c in TOTALS)}"
@@ -251,9 +281,9 @@ def summary_row(row: tuple[Any, ...]) -> RunSummary:
     where = f"runs row of run {run_id}"
     try:
         if totals[0] is not None and last_seq >= seq:
-            spent = Spent(**dict(zip(USAGE, totals, strict=True)))
+            spent = Spent(*totals)
         else:  # no event yet, or the run's events predate schema 5: the snapshot is exact
-            spent = Spent.model_validate_json(ledger) if ledger else Spent()
+            spent = decode(Spent, ledger) if ledger else ZERO
         return RunSummary(
             run_id=run_id,
             chart=chart,
@@ -266,7 +296,7 @@ def summary_row(row: tuple[Any, ...]) -> RunSummary:
             updated_at=at,
             parent_run=parent,
         )
-    except (ValidationError, ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None
 
 
@@ -275,8 +305,8 @@ def messages_of(rows: Any, run_id: str) -> list[Message]:
     out: list[Message] = []
     for seq, text in rows:
         try:
-            out.extend(MESSAGES.validate_json(text))
-        except (ValidationError, ValueError, TypeError) as exc:
+            out.extend(decode_messages(text))
+        except (ValueError, TypeError) as exc:
             raise corrupt(f"transcript of run {run_id} at seq {seq}", exc) from None
     return out
 
@@ -305,7 +335,7 @@ def _close(out: list[Intent], open_: dict[str, int], seq: int, ids: str) -> None
     for call_id in ids.split(","):
         n = open_.pop(call_id, None)
         if n is not None:
-            out[n] = out[n].model_copy(update={"completed": True, "completed_seq": seq})
+            out[n] = replace(out[n], completed=True, completed_seq=seq)
 
 
 M = TypeVar("M", Run, ToolCall)
@@ -313,8 +343,8 @@ M = TypeVar("M", Run, ToolCall)
 
 def parse(cls: type[M], text: Any, where: str) -> M:
     try:
-        return cls.model_validate_json(text)
-    except (ValidationError, ValueError, TypeError) as exc:
+        return decode(cls, text)
+    except (ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None
 
 

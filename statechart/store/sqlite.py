@@ -23,6 +23,7 @@ from statechart.errors import (
     RunNotFoundError,
     StoreError,
 )
+from statechart.records.codec import encode
 from statechart.records.messages import Message
 from statechart.records.run import Event, Intent, Run, Status, Step
 from statechart.records.summary import RunPage, RunSummary
@@ -169,7 +170,7 @@ class SQLiteStore:
         await self._call(self._create, run, intents)
 
     def _create(self, run: Run, intents: Sequence[Intent]) -> None:
-        snapshot = run.model_dump_json(exclude_defaults=True)
+        snapshot = encode(run).decode()
         with transaction(self._db) as db:
             try:
                 db.execute(
@@ -237,7 +238,7 @@ class SQLiteStore:
                 if step.base:
                     db.execute(
                         "INSERT INTO bases (run_id, seq, snapshot) VALUES (?, ?, ?)",
-                        (run_id, event.seq, run.model_dump_json(exclude_defaults=True)),
+                        (run_id, event.seq, encode(run).decode()),
                     )
             failpoints.hit("store.append.uncommitted")
         if behind:
@@ -274,7 +275,7 @@ class SQLiteStore:
                 run.status,
                 run.state,
                 run.seq,
-                run.model_dump_json(exclude_defaults=True),
+                encode(run).decode(),
                 num,
                 run.seq,
             ),

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from msgspec.structs import replace
+
 from statechart.chart.chart import Chart
 from statechart.engine import compiled
 from statechart.engine.replay import replay
@@ -137,7 +140,7 @@ def event_rows(events: list[Event]) -> list[dict[str, Any]]:
     """The timeline's rows, each with its whole event as JSON to open."""
     rows = audit.timeline(events)
     for row, event in zip(rows, events, strict=True):
-        row["detail"] = pretty(event.model_dump(mode="json", exclude_defaults=True))
+        row["detail"] = pretty(msgspec.to_builtins(event))
     return rows
 
 
@@ -166,7 +169,7 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
     chart, why = await charts.of(store, loaded.snapshot)
     run = current(chart, loaded) if chart is not None else loaded.snapshot
     if chart is None and loaded.tail:
-        run = run.model_copy(update={"state": loaded.state, "seq": loaded.seq})
+        run = replace(run, state=loaded.state, seq=loaded.seq)
     events = await store.events(run_id)
     children = await store.page(parent=run_id, limit=100)
     forks = [s.run_id for s in children.rows]

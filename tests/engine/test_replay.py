@@ -41,9 +41,10 @@ def test_a_reply_stored_under_the_old_next_state_rule_still_replays() -> None:
     """Before a next_state sent with other calls waited for their results, such a reply
     queued both (one message: the reply); now the next_state is answered at once (two
     messages). The fold tells the two apart by the messages the event added."""
+    from msgspec.structs import replace
+
     from statechart import Budget, Chart, Edge, State, call, reply, tool
     from statechart.engine import fold
-    from statechart.records.build import evolve
     from tests.support.helpers import run_script
 
     @tool(retry="safe")
@@ -67,7 +68,7 @@ def test_a_reply_stored_under_the_old_next_state_rule_still_replays() -> None:
         assert propose.trigger == "propose" and propose.delta == 2
         base = await store.base(steps[0].run.run_id)
         assert [q.call.id for q in fold(compiled(chart), base, propose).pending] == ["a"]
-        old = evolve(propose, {"delta": 1})
+        old = replace(propose, delta=1)
         assert [q.call.id for q in fold(compiled(chart), base, old).pending] == ["a", "n"]
 
     anyio.run(go)

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from statechart import (
     Budget,
@@ -171,7 +172,7 @@ class Usages:
             output_tokens=tokens_out,
             cost_micros=PRICE.cost(tokens_in, tokens_out),
         )
-        return drawn.model_copy(update={"usage": usage})
+        return replace(drawn, usage=usage)
 
 
 def simulate(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from pydantic import BaseModel
 
 from statechart import (
@@ -83,15 +84,9 @@ async def test_a_fork_starts_from_the_rebuilt_state_and_keeps_its_lineage(store:
     at = steps[2].event.seq  # the refund is proposed, next to run: its intent is open
     child = await fork(c, end.run_id, at, store=store, new_run_id="child")
     assert child.seq == at and child.state == steps[2].run.state == "resolve.act"
-    assert child.model_copy(
-        update={
-            "run_id": end.run_id,
-            "parent_run": None,
-            "doubt": None,
-            "parent_seq": None,
-            "created_at": 0.0,
-        }
-    ) == steps[2].run.model_copy(update={"created_at": 0.0})
+    assert replace(
+        child, run_id=end.run_id, parent_run=None, doubt=None, parent_seq=None, created_at=0.0
+    ) == replace(steps[2].run, created_at=0.0)
     # the parent ran the refund after the fork point: the fork's copy is in doubt and has
     # an intent row of its own, with the same key
     assert child.doubt == "r1"

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from msgspec.structs import replace
 from pydantic import BaseModel
 
 from statechart import (
@@ -616,7 +617,7 @@ async def test_a_migration_that_leaves_an_inconsistent_run_changes_nothing(db: P
     assert before.state == "research.think"
 
     def rename(run: Run) -> Run:
-        return run.model_copy(update={"state": "investigate.think"})
+        return replace(run, state="investigate.think")
 
     try:
         await resume(new, "r1", store=store, model=ScriptedModel([FINISH]), migrate=rename)

@@ -25,6 +25,7 @@ from statechart import (
     resume,
     run_to_end,
     start,
+    to_dict,
     tool,
 )
 from statechart.store.schema import SCHEMA_VERSION
@@ -357,8 +358,10 @@ async def test_a_schema_2_file_is_migrated_root_named_and_its_runs_go_on(tmp_pat
 def test_legacy_root_names_load_in_records() -> None:
     """A record written before the root was named (JSON from any store) still loads."""
     from statechart import Event, Run
+    from statechart.records.codec import convert
 
-    run = Run.model_validate(
+    run = convert(
+        Run,
         {
             "run_id": "r",
             "chart": "c",
@@ -366,10 +369,11 @@ def test_legacy_root_names_load_in_records() -> None:
             "model": "m",
             "state": "a",
             "ledger": {"": {"steps": 3}, "a": {"steps": 1}},
-        }
+        },
     )
     assert run.ledger["root"].steps == 3 and run.ledger["a"].steps == 1 and "" not in run.ledger
-    event = Event.model_validate(
+    event = convert(
+        Event,
         {
             "run_id": "r",
             "seq": 1,
@@ -379,7 +383,7 @@ def test_legacy_root_names_load_in_records() -> None:
             "trigger": "exhaust:",
             "actor": "system",
             "exhausted": ":steps",
-        }
+        },
     )
     assert event.exhausted == "root:steps"
 
@@ -409,13 +413,11 @@ async def test_a_schema_4_file_is_migrated_to_one_row_per_transition_and_its_run
     for run_id in old.RUNS:
         was = seen[run_id]
         loaded = await store.load(run_id)
-        assert loaded.tail == () and loaded.snapshot.model_dump(mode="json") == was["run"]
+        assert loaded.tail == () and to_dict(loaded.snapshot) == was["run"]
         events = await store.events(run_id)
-        assert [e.model_dump(mode="json") for e in events] == was["events"]
-        assert [i.model_dump(mode="json") for i in await store.intents(run_id)] == was["intents"]
-        assert [m.model_dump(mode="json") for m in await store.transcript(run_id, 1)] == (
-            was["transcript"]
-        )
+        assert [to_dict(e) for e in events] == was["events"]
+        assert [to_dict(i) for i in await store.intents(run_id)] == was["intents"]
+        assert [to_dict(m) for m in await store.transcript(run_id, 1)] == (was["transcript"])
         assert sorted(await store.fingerprints(run_id)) == was["fingerprints"]
         assert replay(compiled(chart), await store.base(run_id), events) == loaded.snapshot
         sql = db.execute(

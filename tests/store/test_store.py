@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from msgspec.structs import replace
 
 from statechart import (
     ConflictError,
@@ -18,6 +19,7 @@ from statechart import (
     RunNotFoundError,
     ScriptedModel,
     SQLiteStore,
+    Step,
     Store,
     call,
     reply,
@@ -166,9 +168,9 @@ async def test_appending_under_a_lost_lease_is_refused(store: Store) -> None:
     mine = await store.acquire(fresh.run_id, "a", ttl=0.0)
     await store.acquire(fresh.run_id, "b", ttl=30)
     model_step = steps[0]
-    moved = type(model_step)(
-        model_step.run.model_copy(update={"run_id": fresh.run_id}),
-        model_step.event.model_copy(update={"run_id": fresh.run_id}),
+    moved = Step(
+        run=replace(model_step.run, run_id=fresh.run_id),
+        event=replace(model_step.event, run_id=fresh.run_id),
     )
     with pytest.raises(LeaseLostError, match="lost the lease"):
         await store.append(moved, mine)
