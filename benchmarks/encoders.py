@@ -1,11 +1,11 @@
-"""How much the JSON of one durable transition costs to encode, by encoder (toward #16).
+"""What the JSON of one durable transition costs to encode, by encoder (issue #27).
 
 Takes the real records of a durable run (benchmarks/durable.py's workload, 200 steps on
 a MemoryStore) and times, per transition, encoding what the SQLite store writes: the
-event's JSON body (`rows.event_row`) and the run snapshot, with pydantic (today),
-the standard library, orjson and msgspec (each from the same `model_dump()` dicts, so
-only the encoder differs; building the dicts is timed apart). Run:
-`python benchmarks/encoders.py` (needs the `bench` extra: orjson, msgspec).
+event's JSON body (`rows.Body`), the step's transcript messages and the run snapshot.
+`msgspec` encodes the structs directly (what the stores do); orjson and the standard
+library cannot encode a struct, so they get `msgspec.to_builtins` dicts, timed with and
+without building them. Run: `python benchmarks/encoders.py` (needs the `bench` extra).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import orjson
 from durable import _Lean, chart_for, make_policy
 
 import statechart as sc
-from statechart.store.rows import BODY
+from statechart.store.rows import Body
 
 ROUNDS = 15
 
@@ -45,50 +45,33 @@ def per_transition(work: Callable[[], Any], n: int) -> float:
     return statistics.median(times)
 
 
+def body(e: sc.Event) -> Body:
+    return Body(call=e.call, calls=e.calls, result=e.result, patch=e.patch, delta=e.delta,
+                entered=e.entered, exited=e.exited)  # fmt: skip
+
+
 def main() -> None:
     steps = anyio.run(records, 200)
-    events = [s.event for s in steps]
-    runs = [s.run for s in steps]
     n = len(steps)
-    bodies = [e.model_dump(mode="json", include=BODY, exclude_defaults=True) for e in events]
-    snaps = [r.model_dump(mode="json", exclude_defaults=True) for r in runs]
+    parts = [(body(s.event), s.messages, s.run) for s in steps]
+    plain = [tuple(msgspec.to_builtins(p) for p in ps) for ps in parts]
     enc = msgspec.json.Encoder()
     figures = {
-        "pydantic model_dump_json (today: body + snapshot)": per_transition(
-            lambda: [
-                (e.model_dump_json(include=BODY, exclude_defaults=True), r.model_dump_json())
-                for e, r in zip(events, runs, strict=True)
-            ],
-            n,
+        "msgspec encode of the structs (what the stores do)": per_transition(
+            lambda: [tuple(enc.encode(p) for p in ps) for ps in parts], n
         ),
-        "model_dump(mode=json) dicts only (body + snapshot)": per_transition(
-            lambda: [
-                (
-                    e.model_dump(mode="json", include=BODY, exclude_defaults=True),
-                    r.model_dump(mode="json", exclude_defaults=True),
-                )
-                for e, r in zip(events, runs, strict=True)
-            ],
-            n,
+        "msgspec.to_builtins + orjson.dumps": per_transition(
+            lambda: [tuple(orjson.dumps(msgspec.to_builtins(p)) for p in ps) for ps in parts], n
         ),
-        "json.dumps of the dicts": per_transition(
-            lambda: [(json.dumps(b), json.dumps(s)) for b, s in zip(bodies, snaps, strict=True)],
-            n,
+        "orjson.dumps of prebuilt dicts": per_transition(
+            lambda: [tuple(orjson.dumps(p) for p in ps) for ps in plain], n
         ),
-        "orjson.dumps of the dicts": per_transition(
-            lambda: [
-                (orjson.dumps(b), orjson.dumps(s)) for b, s in zip(bodies, snaps, strict=True)
-            ],
-            n,
-        ),
-        "msgspec encode of the dicts": per_transition(
-            lambda: [(enc.encode(b), enc.encode(s)) for b, s in zip(bodies, snaps, strict=True)], n
+        "json.dumps of prebuilt dicts": per_transition(
+            lambda: [tuple(json.dumps(p) for p in ps) for ps in plain], n
         ),
     }
-    size = statistics.mean(
-        len(orjson.dumps(b)) + len(orjson.dumps(s)) for b, s in zip(bodies, snaps, strict=True)
-    )
-    print(f"{n} transitions; body + snapshot {size:.0f} bytes of JSON a transition on average")
+    size = statistics.mean(sum(len(enc.encode(p)) for p in ps) for ps in parts)
+    print(f"{n} transitions; body + messages + snapshot {size:.0f} bytes of JSON on average")
     for name, us in figures.items():
         print(f"{us:8.2f} µs  {name}")
 

@@ -40,6 +40,7 @@ from importlib.metadata import version
 from typing import Any
 
 import anyio
+import msgspec
 import pydantic
 
 import statechart as sc
@@ -127,9 +128,9 @@ def storage(stored: dict[str, Any]) -> dict[str, Any]:
     """JSON bytes the run leaves behind: event rows, transcript deltas, the snapshot."""
     events: list[sc.Event] = stored["events"]
     n = len(events)
-    full = [len(e.model_dump_json()) for e in events]
-    lean = [len(e.model_dump_json(exclude_defaults=True)) for e in events]
-    delta = sum(len(m.model_dump_json()) for m in stored["transcript"])
+    full = [len(json.dumps(sc.to_dict(e), separators=(",", ":"))) for e in events]
+    lean = [len(msgspec.json.encode(e)) for e in events]
+    delta = sum(len(msgspec.json.encode(m)) for m in stored["transcript"])
     return {
         "event_json_bytes": {
             "per_transition": r(sum(full) / n, 1),
@@ -140,8 +141,8 @@ def storage(stored: dict[str, Any]) -> dict[str, Any]:
         },
         "transcript_delta_json_bytes_per_transition": r(delta / n, 1),
         "snapshot_json_bytes": {
-            "start": len(stored["start"].model_dump_json()),
-            "end": len(stored["end"].model_dump_json()),
+            "start": len(msgspec.json.encode(stored["start"])),
+            "end": len(msgspec.json.encode(stored["end"])),
         },
     }
 
