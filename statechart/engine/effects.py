@@ -9,9 +9,9 @@ It never awaits, touches a clock or writes anywhere.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from pydantic import BaseModel, ValidationError
 
 from statechart.chart.chart import State
@@ -32,8 +32,7 @@ from statechart.records.spent import ZERO, Spent, spent_of
 TOOL_STEP = Spent(steps=1, tool_calls=1)
 
 
-@dataclass(frozen=True)
-class CallModel:
+class CallModel(Struct, frozen=True, gc=False):
     """Ask the model; the outcome is a `Reply` or the exception it raised."""
 
     request: Request
@@ -41,8 +40,7 @@ class CallModel:
     """Under strict caps: the most the call may use (more is a breach)."""
 
 
-@dataclass(frozen=True)
-class RunTool:
+class RunTool(Struct, frozen=True, gc=False):
     """Run a validated tool call; the outcome is its return value or the exception."""
 
     call: ToolCall
@@ -57,8 +55,7 @@ class RunTool:
     """Set when a killed driver may have started this call: the retry policy settling it."""
 
 
-@dataclass(frozen=True)
-class Reconciled:
+class Reconciled(Struct, frozen=True):
     """A reconcile hook's report that an interrupted call had in fact run, with its result
     (or the exception the hook raised, when it could not tell)."""
 
@@ -66,42 +63,36 @@ class Reconciled:
     failed: BaseException | None = None
 
 
-@dataclass(frozen=True)
-class RunHandler:
+class RunHandler(Struct, frozen=True):
     """Run a code state's handler; the outcome is a `Decision`, a target, or the exception."""
 
     state: State
     context: BaseModel
 
 
-@dataclass(frozen=True)
-class Exhaust:
+class Exhaust(Struct, frozen=True):
     """Route the run: the budget or cap `which` (`level:kind`) is spent."""
 
     which: str
 
 
-@dataclass(frozen=True)
-class Refuse:
+class Refuse(Struct, frozen=True):
     """Refuse the queued call at the head; `reason` goes back to the model."""
 
     reason: str
 
 
-@dataclass(frozen=True)
-class TakeNextState:
+class TakeNextState(Struct, frozen=True):
     """Take the `next_state` call at the head of the queue (its move, guard and writes)."""
 
 
-@dataclass(frozen=True)
-class Ask:
+class Ask(Struct, frozen=True):
     """Wait for a human to approve or reject the call at the head of the queue."""
 
     reason: str
 
 
-@dataclass(frozen=True)
-class Escalate:
+class Escalate(Struct, frozen=True):
     """Escalate: the run cannot go on here (`reason` says why)."""
 
     reason: str
@@ -111,15 +102,13 @@ Decide = Exhaust | Refuse | TakeNextState | Ask | Escalate
 """A move that needs no I/O."""
 
 
-@dataclass(frozen=True)
-class Wait:
+class Wait(Struct, frozen=True):
     """Nothing to do until a human decides."""
 
     reason: str
 
 
-@dataclass(frozen=True)
-class Ended:
+class Ended(Struct, frozen=True):
     """The run is over."""
 
 
