@@ -98,7 +98,7 @@ class Tool:
     async def invoke(self, arguments: dict[str, Any] | BaseModel, key: str | None = None) -> Any:
         """Run the tool with its typed arguments (and its idempotency key when keyed)."""
         parsed = arguments if isinstance(arguments, BaseModel) else self.parse(arguments)
-        kwargs = {name: getattr(parsed, name) for name in self.args_model.model_fields}
+        kwargs = dict(parsed.__dict__)  # its fields by name (extras and private values live apart)
         if self.retry == "keyed":
             kwargs[KEY_PARAMETER] = key
         out = self.fn(**kwargs)

@@ -235,13 +235,13 @@ def _proposed(
         return None
     calls = reply.tool_calls
     u = reply.usage
-    if not calls or u.missing or any(c.name == NEXT_STATE for c in calls):
+    if not calls or u.missing or NEXT_STATE in [c.name for c in calls]:
         return None
     visit = run.visit
     assert visit is not None
     usage = spent(1, 1, 0, u.input_tokens, u.output_tokens, u.cost_micros, wall_ms)
     said = Message(role="assistant", content=reply.content, tool_calls=calls)
-    queue = tuple(QueuedCall(call=c) for c in calls)
+    queue = tuple([QueuedCall(call=c) for c in calls])
     seq = run.seq + 1
     move = loop.propose
     update = _moved(loop, run, move, usage, seq)

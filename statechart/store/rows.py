@@ -51,12 +51,12 @@ _VALUES = ", ".join("?" * (COLUMNS.count(",") + 1))
 INSERT_EVENT = f"INSERT INTO event_rows ({COLUMNS}) VALUES ({_VALUES})"
 INSERT_IF_HELD = (
     f"INSERT INTO event_rows ({COLUMNS}) SELECT {_VALUES} "
-    "WHERE EXISTS (SELECT 1 FROM runs WHERE num = ? AND lease_holder = ?) "
-    "AND coalesce((SELECT max(id) FROM event_rows WHERE id BETWEEN ? AND ?), ?) = ?"
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE num = ? AND lease_holder = ?)"
 )
-"""`INSERT_EVENT` in one statement (its own transaction) when the lease is held and the
-run's last event is the one before (values: the row, then number, holder, the run's key
-range, its snapshot's key and the previous event's key)."""
+"""`INSERT_EVENT` in one statement (its own transaction) when the lease is held (values:
+the row, then the run's number and the holder). An event already at that seq (a person's,
+written without the lease) fails the row's primary key; only the holder writes otherwise,
+one seq after its last, so the log stays gapless without reading the run's last key."""
 
 
 class Body(Record, frozen=True):

@@ -203,19 +203,11 @@ class SQLiteStore:
         ):  # the common step: the event row alone, one statement, fenced in its WHERE
             num = known[0]
             failpoints.hit("store.append.uncommitted")
-            cur = self._db.execute(
-                INSERT_IF_HELD,
-                (
-                    *event_row(step, num),
-                    num,
-                    lease.holder,
-                    key_of(num, 0),
-                    key_of(num, SEQ_MASK),
-                    key_of(num, known[2]),
-                    key_of(num, event.seq - 1),
-                ),
-            )
-            if cur.rowcount == 1:
+            try:
+                cur = self._db.execute(INSERT_IF_HELD, (*event_row(step, num), num, lease.holder))
+            except sqlite3.IntegrityError:
+                cur = None  # the seq is taken: the transaction below says by whom
+            if cur is not None and cur.rowcount == 1:
                 self._behind[run_id] = run
                 self._checkpointer.appended()
                 return
