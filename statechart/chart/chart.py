@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -378,7 +378,7 @@ class Chart:
     @cached_property
     def _description(self) -> str:
         # Built once: the chart is immutable, and `start` stores it with every new run.
-        context = json.dumps(self.context.model_json_schema(), sort_keys=True)
+        context = _schema_text(self.context)
         lines = [
             f"chart {self.name} initial={self.initial} budget={self.budget} "
             f"exhausted={self.on_exhausted} context={context}"
@@ -402,6 +402,13 @@ class Chart:
         for e in self.edges:
             lines.append(f"edge {e.label} guard={e.guard is not None} max={e.max_traversals}")
         return "\n".join(lines)
+
+
+@lru_cache(maxsize=1024)
+def _schema_text(context: type[BaseModel]) -> str:
+    """A context type's JSON schema as canonical text, once per type (every chart built on
+    the same type describes it alike; generating the schema is most of a chart's version)."""
+    return json.dumps(context.model_json_schema(), sort_keys=True)
 
 
 def _port(port: Port | None) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from statechart.chart.chart import Chart, State
+from statechart.chart.chart import State
 from statechart.chart.names import ESCALATED, NEXT_STATE
 from statechart.engine.scopes import context_at
 from statechart.engine.tables import CompiledChart
@@ -49,11 +50,7 @@ def _build_view(compiled_chart: CompiledChart, path: str) -> ModelView:
     targets = [e.target for e in chart.edges if e.source == state.name]
     if ESCALATED not in targets:
         targets.append(ESCALATED)
-    writes = _writes_model(chart, state, tuple(targets))
-    schema = writes.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
+    writes, schema = _writes(chart.name, state.name, chart.context, state.writes, tuple(targets))
     nxt = ToolSpec(
         name=NEXT_STATE,
         description=(
@@ -68,13 +65,26 @@ def _build_view(compiled_chart: CompiledChart, path: str) -> ModelView:
     return ModelView(path, state, tuple(targets), (*tools, nxt), (nxt,), writes)
 
 
-def _writes_model(chart: Chart, state: State, targets: tuple[str, ...]) -> type[BaseModel]:
+@lru_cache(maxsize=1024)
+def _writes(
+    chart: str,
+    state: str,
+    context: type[BaseModel],
+    writes: tuple[str, ...],
+    targets: tuple[str, ...],
+) -> tuple[type[BaseModel], dict[str, Any]]:
+    """The `next_state` arguments' model and JSON schema: `target` and the fields the state
+    writes, typed as the context types them. Made once per distinct set of these, so a
+    chart built again (a worker loading a version, a resume) does not make them again."""
     fields: dict[str, Any] = {"target": (Literal[targets], ...)}
-    for name in state.writes:
-        info = chart.context.model_fields[name]
-        fields[name] = (info.annotation, None)  # optional to send, never null unless typed so
-    model: type[BaseModel] = create_model(f"{chart.name}_{state.name}_next_state", **fields)
-    return model
+    for name in writes:
+        fields[name] = (context.model_fields[name].annotation, None)  # optional to send
+    model: type[BaseModel] = create_model(f"{chart}_{state}_next_state", **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return model, schema
 
 
 def build_request(
