@@ -213,7 +213,7 @@ async def drive_to_end(
     return last
 
 
-@dataclass
+@dataclass(slots=True)
 class _Drive:
     """One drive of one run: what it holds between steps and what releasing must know."""
 
@@ -238,8 +238,9 @@ class _Drive:
     """When the lease is next to be renewed (monotonic seconds)."""
     beating: bool = True
     """False once the drive is closing: the lease is renewed no more."""
-    renewing: anyio.Lock = field(default_factory=anyio.Lock)
-    """Held while renewing: releasing waits for a renewal under way."""
+    renewing: anyio.Lock | None = None
+    """Held while renewing: releasing waits for a renewal under way. Made by the first
+    renewal (a lock costs ~800 bytes, and most drives end before their first)."""
 
     def __post_init__(self) -> None:
         self.due = time.monotonic() + self.every
@@ -251,6 +252,8 @@ class _Drive:
 
     async def renew(self) -> None:
         """Extend the lease (`LeaseLostError` once another driver holds it)."""
+        if self.renewing is None:
+            self.renewing = anyio.Lock()
         async with self.renewing:
             if self.beating:
                 await self.store.renew(self.lease)
@@ -412,12 +415,18 @@ class _Drive:
         if self.trace is not None:
             self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):
-            async with self.renewing:
-                await self.store.release(
-                    self.lease,
-                    clean=not (self.in_flight or self.dirty),
-                    failed=isinstance(self.failure, Exception),  # not a cancellation
-                )
+            if self.renewing is None:  # never renewed: no renewal can be under way
+                await self._release()
+            else:
+                async with self.renewing:
+                    await self._release()
+
+    async def _release(self) -> None:
+        await self.store.release(
+            self.lease,
+            clean=not (self.in_flight or self.dirty),
+            failed=isinstance(self.failure, Exception),  # not a cancellation
+        )
 
 
 def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:

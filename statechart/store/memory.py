@@ -28,6 +28,7 @@ from statechart.store.base import (
     lease_holder,
     summary_of,
 )
+from statechart.store.rows import carried
 from statechart.store.rules import (
     event_exists,
     lease_held,
@@ -115,12 +116,12 @@ class MemoryStore:
             raise event_exists(run_id, event.seq)
         if event.seq != head[0] + 1:
             raise not_next(run_id, head[0], event.seq)
-        row = self._put(event)
         delta = (
             (encode(step.messages) if self.encode else step.messages)
             if step.messages and event.visit is not None
             else None
         )
+        row = self._event_row(step, delta)
         behind = written_behind(step, lease, head[1], head[3], self.snapshot_every)
         self._events[run_id].append(row)
         head[0] = event.seq
@@ -158,6 +159,39 @@ class MemoryStore:
             return record
         return encode(record)
 
+    def _event_row(self, step: Step, delta: Any) -> Any:
+        """The event as stored: its JSON, or, when the step's messages carry its result or
+        its calls, its JSON without them beside those messages (not kept twice)."""
+        event = step.event
+        if not self.encode:
+            return event
+        in_result, in_calls = carried(event, step.messages) if delta is not None else (False, False)
+        if not (in_result or in_calls):
+            return encode(event)
+        slim = replace(
+            event,
+            result=None if in_result else event.result,
+            calls=() if in_calls else event.calls,
+        )
+        return (encode(slim), delta, in_result, in_calls)
+
+    def _event(self, stored: Any) -> Event:
+        if not self.encode:
+            found: Event = stored
+            return found
+        if type(stored) is bytes:
+            return decode(Event, stored)
+        slim, delta, in_result, in_calls = stored
+        event = decode(Event, slim)
+        said = decode_messages(delta)
+        if in_result:
+            assert event.call is not None
+            answer = next(m for m in said if m.role == "tool" and m.tool_call_id == event.call.id)
+            event = replace(event, result=answer.content)
+        if in_calls:
+            event = replace(event, calls=next(m for m in said if m.role == "assistant").tool_calls)
+        return event
+
     def _get(self, cls: type[R], stored: Any) -> R:
         found: R = decode(cls, stored) if self.encode else stored
         return found
@@ -172,7 +206,7 @@ class MemoryStore:
         snapshot = self._snapshot(run_id)
         head = self._heads[run_id]
         rows = self._events[run_id][snapshot.seq - head[4] :]
-        return Loaded(snapshot, tuple(self._get(Event, r) for r in rows))
+        return Loaded(snapshot, tuple(self._event(r) for r in rows))
 
     async def base(self, run_id: str, at: int | None = None) -> Run:
         self._snapshot(run_id)
@@ -194,7 +228,7 @@ class MemoryStore:
             if (status is None or s == status) and (chart is None or c == chart):
                 run = self._behind.get(run_id) or self._snapshot(run_id)
                 rows = self._events[run_id]
-                last = self._get(Event, rows[-1]) if rows else None
+                last = self._event(rows[-1]) if rows else None
                 out.append(summary_of(run, last.time if last is not None else None))
         return out
 
@@ -220,7 +254,7 @@ class MemoryStore:
         for run_id in found[::-1][offset : offset + limit]:
             run = self._behind.get(run_id) or self._snapshot(run_id)
             events = self._events[run_id]
-            last = self._get(Event, events[-1]) if events else None
+            last = self._event(events[-1]) if events else None
             rows.append(summary_of(run, last.time if last is not None else None))
         return RunPage(rows=tuple(rows), total=len(found))
 
@@ -228,7 +262,7 @@ class MemoryStore:
         self._snapshot(run_id)
         first = self._heads[run_id][4]
         rows = self._events[run_id][max(0, after - first) :]
-        return [self._get(Event, r) for r in rows]
+        return [self._event(r) for r in rows]
 
     async def transcript(self, run_id: str, visit: int) -> list[Message]:
         return [

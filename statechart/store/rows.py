@@ -103,7 +103,7 @@ def event_row(step: Step, num: int) -> tuple[Any, ...]:
     """The values of `INSERT_EVENT` for `step`, the event of run number `num`."""
     e, u = step.event, step.event.usage
     messages = encode(step.messages).decode() if step.messages else None
-    in_result, in_calls = _carried(e, step.messages)
+    in_result, in_calls = carried(e, step.messages)
     body = Body(
         call=e.call,
         calls=() if in_calls else e.calls,
@@ -165,7 +165,7 @@ def event_row(step: Step, num: int) -> tuple[Any, ...]:
     )
 
 
-def _carried(e: Event, messages: tuple[Message, ...]) -> tuple[bool, bool]:
+def carried(e: Event, messages: tuple[Message, ...]) -> tuple[bool, bool]:
     """Whether `messages` already hold the event's result, and its calls."""
     in_result = in_calls = False
     for m in messages:
