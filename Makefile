@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-event-table bench-tracing clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,6 +45,9 @@ bench-mining: $(BIN)/python   # about ten seconds; writes benchmarks/results/min
 
 bench-instructions: $(BIN)/python   # about 6 minutes, needs valgrind; instructions per transition
 	$(BIN)/python benchmarks/instructions.py --out benchmarks/results/instructions.json
+
+bench-breakdown: $(BIN)/python   # about 4 minutes, needs valgrind; where a transition's instructions go
+	$(BIN)/python benchmarks/breakdown.py --out benchmarks/results/breakdown.json
 
 bench-tracing: $(BIN)/python   # about four minutes; writes benchmarks/results/tracing.json
 	$(BIN)/python benchmarks/tracing.py --repeats 7
