@@ -288,3 +288,27 @@ async def test_a_page_lists_runs_newest_first_filtered_with_the_total(store: Sto
     assert [s.run_id for s in forks.rows] == [child.run_id] and forks.total == 1
     assert forks.rows[0].parent_run == "run-01"
     assert (await store.page(parent="run-04")).total == 0
+
+
+async def test_a_seq_a_person_took_refuses_the_holders_append_and_keeps_theirs(
+    store: Store,
+) -> None:
+    """The holder's common append (fenced by its lease alone) is refused when a lease-less
+    writer (a person's decision) already took its seq; the person's event stays."""
+    source = MemoryStore(encode=False)
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=source
+    )
+    await store.create(await source.base(end.run_id))
+    lease = await store.acquire(end.run_id, "driver", ttl=30)
+    await store.append(steps[0], lease)  # the slow path: the store learns the run
+    await store.append(steps[1], lease)  # the common append
+    theirs = replace(steps[2], event=replace(steps[2].event, reason="a person's decision"))
+    await store.append(theirs)  # no lease: a person's event
+    with pytest.raises(ConflictError, match=f"run {end.run_id}"):
+        await store.append(steps[2], lease)
+    events = await store.events(end.run_id)
+    assert [e.seq for e in events] == [1, 2, 3]
+    assert events[2].reason == "a person's decision"
+    await store.append(steps[3], lease)  # the store is not wedged: the next seq goes in
+    assert len(await store.events(end.run_id)) == 4
