@@ -10,7 +10,7 @@ from statechart.records.messages import Message, ToolCall
 from statechart.records.run import CheckedCall, Run, Step
 
 
-@dataclass(slots=True)
+@dataclass
 class Session:
     """What a driver keeps in memory beside a run: the visit's transcript, the calls that ran.
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from statechart.records.messages import Message, ToolCall
+from statechart.records.messages import Message, Reply, ToolCall
 from statechart.records.record import Record
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run
 from statechart.records.spent import Spent
@@ -62,6 +62,16 @@ def convert(cls: type[R], value: Any) -> R:
     if cls is Event:
         return _root_exhausted(record)  # type: ignore[arg-type, return-value]
     return record
+
+
+def checked_reply(value: Any) -> Any:
+    """A model's `Reply` with every field checked, and coerced as 0.1's pydantic records
+    coerced them (whole floats and numeric strings to ints, dicts to calls, lists to
+    tuples); raises `msgspec.ValidationError` naming the field that does not fit. A value
+    that is not a `Reply` is returned as it is: the engine refuses it."""
+    if not isinstance(value, Reply):
+        return value
+    return msgspec.convert(msgspec.to_builtins(value), Reply, strict=False)
 
 
 def to_dict(record: Record) -> dict[str, Any]:

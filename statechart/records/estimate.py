@@ -22,8 +22,9 @@ class Price(NamedTuple):
     output: int
 
     def cost(self, tokens_in: int, tokens_out: int) -> int:
-        """What a call of these sizes costs, in micro-dollars (rounded down)."""
-        return (tokens_in * self.input + tokens_out * self.output) // 1_000_000
+        """What a call of these sizes costs, in whole micro-dollars (rounded down, an `int`
+        even when the prices were written as floats)."""
+        return int((tokens_in * self.input + tokens_out * self.output) // 1_000_000)
 
 
 BYTES_PER_TOKEN = 2

@@ -39,6 +39,7 @@ from statechart.engine.tables import CompiledChart, compiled
 from statechart.engine.transition import advance, plan
 from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
+from statechart.records.codec import checked_reply
 from statechart.records.estimate import Price
 from statechart.records.run import Run, Step
 from statechart.runtime import heartbeat, lineage
@@ -102,7 +103,7 @@ async def step(
 async def _perform(effect: Any, model: Model) -> Any:
     try:
         if isinstance(effect, CallModel):
-            return await model.complete(effect.request)
+            return checked_reply(await model.complete(effect.request))
         if isinstance(effect, RunTool):
             if effect.doubt == "reconcile":
                 try:
@@ -346,7 +347,7 @@ class _Drive:
         outcome: Any = None
         if type(effect) is CallModel:
             try:
-                outcome = await self.model.complete(effect.request)
+                outcome = checked_reply(await self.model.complete(effect.request))
             except Exception as exc:
                 outcome = exc
         elif kind is RunTool or kind is RunHandler:

@@ -54,9 +54,10 @@ INSERT_IF_HELD = (
     "WHERE EXISTS (SELECT 1 FROM runs WHERE num = ? AND lease_holder = ?)"
 )
 """`INSERT_EVENT` in one statement (its own transaction) when the lease is held (values:
-the row, then the run's number and the holder). An event already at that seq (a person's,
-written without the lease) fails the row's primary key; only the holder writes otherwise,
-one seq after its last, so the log stays gapless without reading the run's last key."""
+the row, then the run's number and the holder). The store sends it only for the seq after
+the last one it wrote or read for the run, so the log stays gapless; an event another
+writer put at that seq meanwhile (a person's, written without the lease) fails the row's
+primary key."""
 
 
 class Body(Record, frozen=True):
@@ -202,6 +203,17 @@ def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
             result, calls = _restore(b, messages)
         if actor not in ACTORS:
             raise ValueError(f"unknown actor {actor!r}")
+        texts = (reason, refused, error, intent, key_, by, call_fingerprint, exhausted, edge, span)
+        if not (
+            type(at) in _NUMBERS
+            and type(source) is str
+            and type(target) is str
+            and type(trigger) is str
+            and all(type(n) is int for n in rest[:7])
+            and (visit is None or type(visit) is int)
+            and all(t is None or type(t) is str for t in texts)
+        ):
+            raise ValueError(_mistyped(row))
         return Event(
             run_id=run_id,
             seq=seq,
@@ -244,6 +256,24 @@ def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
 
 
 ACTORS = frozenset(("model", "code", "human", "system"))
+_NUMBERS = (float, int)
+_READ_NAMES = tuple(c.strip() for c in READ.split(","))
+
+
+def _mistyped(row: tuple[Any, ...]) -> str:
+    """Which column of a `READ` row holds a value of the wrong type (SQLite stores any)."""
+    ints = {"id", "visit", *USAGE}
+    for name, value in zip(_READ_NAMES, row, strict=True):
+        if value is None and name in {"time", "source", "target", "trigger", "actor", *USAGE}:
+            return f"column {name} is NULL"
+        if name == "time" and type(value) not in _NUMBERS:
+            return f"column time holds {type(value).__name__}, not a number"
+        if name in ints and value is not None and type(value) is not int:
+            return f"column {name} holds {type(value).__name__}, not an integer"
+        texts = name not in ints and name not in {"time", "messages", "body"}
+        if texts and value is not None and type(value) is not str:
+            return f"column {name} holds {type(value).__name__}, not text"
+    return "a column holds a value of the wrong type"
 
 
 def _restore(b: Body, messages: str | None) -> tuple[str | None, tuple[ToolCall, ...]]:

@@ -125,9 +125,10 @@ class SQLiteStore:
         """A running run's snapshot is written at least every this many events."""
         self._behind: dict[str, Run] = {}
         """run id -> the run after its last append, when its snapshot was not written"""
-        self._known: dict[str, tuple[int, str, int]] = {}
-        """run id -> (number, status, snapshot seq) as this connection last saw them: the
-        common append skips reading the runs row (its WHERE still checks lease and seq)"""
+        self._known: dict[str, tuple[int, str, int, int]] = {}
+        """run id -> (number, status, snapshot seq, last seq) as this connection last saw or
+        wrote them: the common append skips reading the runs row, and is sent only for the
+        seq after the last (its WHERE checks the lease; the key, a seq taken since)"""
         self._lock = threading.Lock()
         self._saved: dict[str, str | None] = {}
         """Chart versions this connection has stored (so `start` skips a transaction)."""
@@ -200,15 +201,19 @@ class SQLiteStore:
             and not step.base
             and run.status == known[1]
             and event.seq - known[2] < self.snapshot_every
+            and event.seq == known[3] + 1
         ):  # the common step: the event row alone, one statement, fenced in its WHERE
             num = known[0]
             failpoints.hit("store.append.uncommitted")
             try:
                 cur = self._db.execute(INSERT_IF_HELD, (*event_row(step, num), num, lease.holder))
-            except sqlite3.IntegrityError:
+            except sqlite3.IntegrityError as exc:
+                if exc.sqlite_errorname != "SQLITE_CONSTRAINT_PRIMARYKEY":
+                    raise
                 cur = None  # the seq is taken: the transaction below says by whom
             if cur is not None and cur.rowcount == 1:
                 self._behind[run_id] = run
+                self._known[run_id] = (num, known[1], known[2], event.seq)
                 self._checkpointer.appended()
                 return
             # refused: the transaction below says why (or writes it, if only this
@@ -235,10 +240,10 @@ class SQLiteStore:
             failpoints.hit("store.append.uncommitted")
         if behind:
             self._behind[run_id] = run
-            self._known[run_id] = (num, status, snapshot_seq)
+            self._known[run_id] = (num, status, snapshot_seq, event.seq)
         else:
             self._behind.pop(run_id, None)
-            self._known[run_id] = (num, run.status, run.seq)
+            self._known[run_id] = (num, run.status, run.seq, event.seq)
         self._checkpointer.appended()
 
     def _head(self, db: sqlite3.Connection, run_id: str) -> tuple[int, str, int, str | None, int]:
@@ -313,7 +318,7 @@ class SQLiteStore:
                 "WHERE run_id=?",
                 (mine, now + ttl, seq, identity(), run_id),
             )
-        self._known[run_id] = (num, status, snapshot_seq)
+        self._known[run_id] = (num, status, snapshot_seq, seq)
         return Lease(
             run_id,
             mine,
@@ -336,7 +341,7 @@ class SQLiteStore:
             ).fetchone()
             if behind is not None and cur is not None:
                 self._write_snapshot(db, cur[0], behind)
-                self._known[lease.run_id] = (cur[0], behind.status, behind.seq)
+                self._known[lease.run_id] = (cur[0], behind.status, behind.seq, behind.seq)
             failpoints.hit("store.release.uncommitted")
         if cur is not None:  # a refused release (the lease was lost) keeps the new holder's
             self._behind.pop(lease.run_id, None)

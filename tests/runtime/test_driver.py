@@ -313,3 +313,57 @@ async def test_drive_to_end_treats_each_raising_as_a_stop_not_a_failure(
     assert closed == [(True, None)]  # a recording drive's spans, closed without a failure
     again = await drive_to_end(the_chart, run.run_id, store=store, model=model)
     assert again is not None and again.status == "ended"
+
+
+class _Loose:
+    """A model whose replies are built loosely, as a hand-written adapter might build them."""
+
+    spec = "loose"
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.replies = replies
+
+    async def complete(self, request: Any) -> Any:
+        return self.replies.pop(0)
+
+
+async def test_a_loosely_built_reply_is_checked_and_coerced_where_the_model_hands_it_over(
+    tmp_path: Path,
+) -> None:
+    """A `Reply` whose fields a model filled loosely (dicts for calls, lists, numeric text,
+    whole floats) is coerced as 0.1's pydantic records coerced it; one that does not fit
+    (no content, a call without an id) is a failed model call: the run escalates with the
+    field named, and everything stored reads back."""
+    from statechart import Reply, ToolCall, Usage
+    from tests.engine.test_advance import chart as research_chart
+    from tests.engine.test_advance import finish
+
+    loose = Reply(
+        tool_calls=[{"id": "c1", "name": "search_kb", "arguments": {"query": "q"}}],  # type: ignore[list-item]
+        usage=Usage(input_tokens="12", output_tokens=3.0, cost_micros=5.0),  # type: ignore[arg-type]
+    )
+    store = SQLiteStore(tmp_path / "runs.db")
+    c = research_chart()
+    model = _Loose([loose, *finish()])
+    run = await start(c, store=store, model=model, context={"ticket": "T-1"})
+    end = await run_to_end(c, run, store=store, model=model)
+    assert end.state == "done"
+    first = (await store.events(run.run_id))[0]
+    assert first.calls == (ToolCall(id="c1", name="search_kb", arguments={"query": "q"}),)
+    assert (first.usage.input_tokens, first.usage.output_tokens, first.usage.cost_micros) == (
+        12,
+        3,
+        5,
+    )
+    for bad, field in (
+        (Reply(content=None), "content"),  # type: ignore[arg-type]
+        (Reply(tool_calls=(ToolCall(id=None, name="search_kb"),)), "id"),  # type: ignore[arg-type]
+    ):
+        model = _Loose([bad])
+        run = await start(c, store=store, model=model, context={"ticket": "T-1"})
+        end = await run_to_end(c, run, store=store, model=model)
+        assert end.state == "escalated"
+        failed = (await store.events(run.run_id))[-1]
+        assert failed.error is not None and field in failed.error
+        assert (await store.load(run.run_id)).snapshot.state == "escalated"
+    store.close()

@@ -178,6 +178,20 @@ async def test_a_corrupt_event_row_is_a_clear_error(tmp_path: Path) -> None:
     store._db.execute("UPDATE event_rows SET body = '[1, 2]' WHERE id % 4294967296 = 1")
     with pytest.raises(CorruptRowError, match="not a JSON object"):
         await store.events(end.run_id)
+    store._db.execute("UPDATE event_rows SET body = '{}' WHERE id % 4294967296 = 1")
+    for column, value, said in (
+        ("steps", "'x'", "column steps holds str, not an integer"),
+        ("source", "X'0102'", "column source holds bytes, not text"),
+        ("visit", "'abc'", "column visit holds str, not an integer"),
+    ):
+        good = store._db.execute(
+            f"SELECT {column} FROM event_rows WHERE id % 4294967296 = 2"
+        ).fetchone()[0]
+        store._db.execute(f"UPDATE event_rows SET {column} = {value} WHERE id % 4294967296 = 2")
+        with pytest.raises(CorruptRowError, match=f"seq 2 is corrupt.*{said}"):
+            await store.events(end.run_id)
+        store._db.execute(f"UPDATE event_rows SET {column} = ? WHERE id % 4294967296 = 2", (good,))
+    assert len(await store.events(end.run_id)) == end.seq  # restored: it reads again
     store.close()
 
 

@@ -312,3 +312,21 @@ async def test_a_seq_a_person_took_refuses_the_holders_append_and_keeps_theirs(
     assert events[2].reason == "a person's decision"
     await store.append(steps[3], lease)  # the store is not wedged: the next seq goes in
     assert len(await store.events(end.run_id)) == 4
+
+
+async def test_an_append_that_skips_a_seq_is_refused(store: Store) -> None:
+    """The holder's append of a seq past the next one is refused on every store: the log
+    stays gapless (the SQLite common append sends only the seq after its last)."""
+    source = MemoryStore(encode=False)
+    end, steps, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=source
+    )
+    await store.create(await source.base(end.run_id))
+    lease = await store.acquire(end.run_id, "driver", ttl=30)
+    await store.append(steps[0], lease)
+    await store.append(steps[1], lease)
+    with pytest.raises(ConflictError, match="not 3"):
+        await store.append(steps[3], lease)
+    assert [e.seq for e in await store.events(end.run_id)] == [1, 2]
+    await store.append(steps[2], lease)
+    assert [e.seq for e in await store.events(end.run_id)] == [1, 2, 3]
