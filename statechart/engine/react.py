@@ -322,7 +322,7 @@ def _event(
     span: str | None,
 ) -> Event:
     """The event of a loop step that adds one message to the visit's transcript: `fields`
-    with what every such step records (the fields given are those the general step gives)."""
+    with what every such step records (the same fields the general step sets)."""
     fields["entered"], fields["exited"] = move.entered, move.exited
     if span is not None:
         fields["span"] = span
