@@ -83,6 +83,7 @@ def worker(
 
     async def go() -> None:
         store = _postgres(db, pool_size=pool_size, same_host_takeover=instant_takeover)
+        await store.open()  # a DSN that leads nowhere: one error line, at once
         _trace()
         found = Worker(store, settings)
         stop = anyio.Event()

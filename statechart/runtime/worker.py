@@ -103,8 +103,10 @@ class Worker:
         self._wake.set()
 
     async def run(self, stop: anyio.Event | None = None) -> None:
-        """Claim and drive until `stop` is set, then drain and return."""
+        """Claim and drive until `stop` is set, then drain and return. A database it cannot
+        reach at start is a `StoreError` at once; one that drops later is retried."""
         stop = stop or anyio.Event()
+        await self.store.open()
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._listen)
             async with anyio.create_task_group() as drives:

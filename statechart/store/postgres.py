@@ -11,6 +11,7 @@ fences two appends of one seq. See docs/persistence.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -69,6 +70,8 @@ record the failure (and its backoff) before anyone claims the run again."""
 CHANNEL = "statechart_runs"
 """The LISTEN/NOTIFY channel: a run id is sent on it when the run becomes ready to drive
 (submitted, approved, rejected) or a person ended it (cancelled)."""
+CONNECT_TIMEOUT = 5.0
+"""Seconds the first connection of a store (or a worker) may take before it is an error."""
 _JSONB = {"messages", "body"}
 _COLUMNS = [*(c.strip() for c in COLUMNS.split(",")), "holder"]
 _VALUES = ", ".join("%s::jsonb" if c in _JSONB else "%s" for c in _COLUMNS)
@@ -151,13 +154,24 @@ class PostgresStore:
     async def _connection(self) -> Any:
         """A pooled connection's context; the first call opens the pool and migrates."""
         if not self._opened:
-            async with self._opening:  # concurrent first calls open it once
-                if not self._opened:
-                    await self._pool.open(wait=True)
-                    async with self._pool.connection() as conn:
-                        await migrate(conn)
-                    self._opened = True
+            await self.open()
         return self._pool.connection()
+
+    async def open(self) -> None:
+        """Connect, open the pool and migrate the schema (the first use does it anyway).
+
+        An unreachable or invalid DSN is one `StoreError` with the server's own reason
+        (no such database, connection refused, a bad URI) within `CONNECT_TIMEOUT`
+        seconds, not the pool's timeout after its warnings."""
+        if self._opened:
+            return
+        async with self._opening:  # concurrent first calls open it once
+            if not self._opened:
+                await _reachable(self.dsn)
+                await self._pool.open(wait=True)
+                async with self._pool.connection() as conn:
+                    await migrate(conn)
+                self._opened = True
 
     async def close(self) -> None:
         """Close the pool's connections."""
@@ -575,3 +589,32 @@ async def _write_snapshot(conn: Any, num: int, run: Run, *, others: bool = False
             run.seq,
         ),
     )
+
+
+async def _reachable(dsn: str) -> None:
+    """Connect once, directly: a DSN that does not lead to a database is a `StoreError`
+    naming it (password hidden) and saying what the client or the server answered."""
+    import psycopg
+
+    try:
+        with anyio.fail_after(CONNECT_TIMEOUT):
+            conn = await psycopg.AsyncConnection.connect(dsn, connect_timeout=int(CONNECT_TIMEOUT))
+    except TimeoutError:
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {shown_dsn(dsn)}: no answer within "
+            f"{CONNECT_TIMEOUT:.0f} s; check the host and port in --db"
+        ) from None
+    except (psycopg.Error, ValueError) as exc:
+        said = "; ".join(x.strip() for x in str(exc).splitlines() if x.strip())
+        secret = re.search(r"://[^:/@]*:([^@/]*)@", dsn)
+        if secret and secret.group(1):  # the client may quote the password it could not read
+            said = said.replace(secret.group(1), "***")
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {shown_dsn(dsn)}: {said or type(exc).__name__}"
+        ) from None
+    await conn.close()
+
+
+def shown_dsn(dsn: str) -> str:
+    """`dsn` with its password replaced by `***`, for messages."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", dsn)

@@ -159,11 +159,20 @@ class SQLiteStore:
                 about = next((a for a in args if isinstance(a, str)), None) or next(
                     (a.event.run_id for a in args if isinstance(a, Step)), ""
                 )
-                raise StoreError(
-                    f"{self.path}: {exc} during {fn.__name__.strip('_')}"
-                    f"{f' of run {about}' if about else ''}; another process held the database "
-                    f"longer than the {self.timeout:.0f} s timeout: retry, or raise timeout="
-                ) from exc
+                doing = f"{fn.__name__.strip('_')}{f' of run {about}' if about else ''}"
+                if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                    raise StoreError(
+                        f"{self.path}: {exc} during {doing}; another process held the "
+                        f"database longer than the {self.timeout:.0f} s timeout: retry, or "
+                        "raise timeout="
+                    ) from exc
+                if "malformed JSON" in str(exc):
+                    raise CorruptRowError(
+                        f"{self.path}: a stored row read during {doing} holds malformed JSON; "
+                        "it was changed outside statechart. Nothing was written; restore "
+                        "the file from a backup"
+                    ) from exc
+                raise StoreError(f"{self.path}: {exc} during {doing}") from exc
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -498,3 +498,31 @@ def test_schema_5_marks_a_lease_whose_holder_was_not_the_last_writer(tmp_path: P
     assert (approved.took_over, approved.previous_seq) == (True, None)
     assert (killed.took_over, killed.previous_seq) == (True, 7)
     store.close()
+
+
+async def test_lock_advice_only_for_a_lock_and_malformed_json_is_a_corrupt_row(
+    tmp_path: Path,
+) -> None:
+    """Another process holding the database past the timeout gets the timeout advice; a
+    row holding malformed JSON that SQL reads (a listing's `json_extract`) is a
+    `CorruptRowError`, not that advice."""
+    import sqlite3
+
+    from statechart import StoreError
+
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path, timeout=0.2)
+    end, _, _, _ = await run_script(
+        chart(), [reply(call("search_kb", "c1", query="q")), *finish()], store=store
+    )
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock, held
+    with pytest.raises(StoreError, match="longer than the 0 s timeout"):
+        await store.acquire(end.run_id, "me")
+    other.execute("ROLLBACK")
+    other.execute("UPDATE runs SET snapshot = '{bad'")
+    with pytest.raises(CorruptRowError, match="malformed JSON") as caught:
+        await store.summaries()
+    assert "timeout" not in str(caught.value)
+    other.close()
+    store.close()
