@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,7 +57,9 @@ async def started(
     _use(db)
     chart, module = load_chart(target)
     text = input_file.read_text() if input_file else input or "{}"
-    context = _object(text, "--input-file" if input_file else "--input")
+    option = "--input-file" if input_file else "--input"
+    context = _object(text, option)
+    _known_fields(chart, context, option)
     chart.context.model_validate(context)  # every check before the store file exists
     chosen = _model(model, module)
     _trace()
@@ -125,3 +127,15 @@ def submit(
         )
 
     _run(go)
+
+
+def _known_fields(chart: Chart, context: dict[str, Any], option: str) -> None:
+    """Refuse keys the chart's context does not have (a misspelt field would otherwise be
+    dropped, and the run go on without it), unless the context type allows extras."""
+    fields = chart.context.model_fields
+    unknown = sorted(set(context) - set(fields))
+    if unknown and chart.context.model_config.get("extra") != "allow":
+        raise LoadError(
+            f"{option} names {', '.join(unknown)}, which chart {chart.name}'s context does not "
+            f"have; it takes: {', '.join(fields) or '(no fields)'}"
+        )

@@ -691,3 +691,15 @@ def test_runs_pages_newest_first_and_searches_ids(tmp_path: Path) -> None:
     found = cli(tmp_path, "runs", "--search", "age-", "--json")
     assert [r["run_id"] for r in json.loads(found.stdout)] == [f"page-{i}" for i in (4, 3, 2, 1, 0)]
     assert found.stderr == ""  # all of them shown: nothing to say
+
+
+def test_a_misspelt_input_field_is_one_error_naming_it_and_the_fields_taken(
+    tmp_path: Path,
+) -> None:
+    """`--input` with a key the chart's context does not have is refused before anything is
+    stored, naming the key and the fields the chart takes (it used to be dropped, and the
+    run escalated for want of it)."""
+    done = run_cli(tmp_path, "run", AGENT, "--input", '{"tix": 1}', code=ERROR)
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert "--input names tix" in line and "ticket_id" in line, done.stderr
+    assert not (tmp_path / "statechart.db").exists()
