@@ -43,11 +43,7 @@ def decode(cls: type[R], text: str | bytes) -> R:
     if found is None:
         found = _DECODERS[cls] = msgspec.json.Decoder(cls)
     record: R = found.decode(text)
-    if cls is Run:
-        return _root_named(record)  # type: ignore[arg-type, return-value]
-    if cls is Event:
-        return _root_exhausted(record)  # type: ignore[arg-type, return-value]
-    return record
+    return _legacy(cls, record)
 
 
 def decode_messages(text: str | bytes) -> list[Message]:
@@ -57,12 +53,7 @@ def decode_messages(text: str | bytes) -> list[Message]:
 
 def convert(cls: type[R], value: Any) -> R:
     """A record of `cls` from JSON-ready values (dicts, lists, ...), every field checked."""
-    record: R = msgspec.convert(value, cls)
-    if cls is Run:
-        return _root_named(record)  # type: ignore[arg-type, return-value]
-    if cls is Event:
-        return _root_exhausted(record)  # type: ignore[arg-type, return-value]
-    return record
+    return _legacy(cls, msgspec.convert(value, cls))
 
 
 def checked_reply(value: Any) -> Any:
@@ -92,6 +83,22 @@ def _plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+def _legacy(cls: type[R], record: R) -> R:
+    """`record` with the names 0.1 wrote before the root level was named read as `root`."""
+    if cls is Run:
+        return _root_named(record)  # type: ignore[arg-type, return-value]
+    if cls is Event:
+        return _root_exhausted(record)  # type: ignore[arg-type, return-value]
+    return record
+
+
+def root_label(exhausted: str | None) -> str | None:
+    """An exhaustion label, `:steps` (stored before the root level was named) as `root:steps`."""
+    if exhausted is None or not exhausted.startswith(":"):
+        return exhausted
+    return ROOT_LEVEL + exhausted
+
+
 def _root_named(run: Run) -> Run:
     """A ledger stored before the root level was named `root` (key `""`) reads as named."""
     if "" not in run.ledger:
@@ -102,6 +109,5 @@ def _root_named(run: Run) -> Run:
 
 def _root_exhausted(event: Event) -> Event:
     """`:steps`, as stored before the root level was named, reads as `root:steps`."""
-    if event.exhausted is None or not event.exhausted.startswith(":"):
-        return event
-    return msgspec.structs.replace(event, exhausted=ROOT_LEVEL + event.exhausted)
+    label = root_label(event.exhausted)
+    return event if label == event.exhausted else msgspec.structs.replace(event, exhausted=label)

@@ -16,7 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from statechart.errors import CorruptRowError
-from statechart.records.codec import decode, decode_messages, encode
+from statechart.records.codec import decode, decode_messages, encode, root_label
 from statechart.records.messages import Message, ToolCall
 from statechart.records.record import Record
 from statechart.records.run import ROOT_LEVEL, Event, Intent, Run, Step
@@ -235,9 +235,7 @@ def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
             fingerprint=call_fingerprint,
             entered=b.entered,
             exited=b.exited,
-            exhausted=ROOT_LEVEL + exhausted
-            if exhausted is not None and exhausted.startswith(":")
-            else exhausted,
+            exhausted=root_label(exhausted),
             edge=edge,
             intent=intent,
             key=key_,
