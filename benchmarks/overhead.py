@@ -62,7 +62,7 @@ def lookup(n: int) -> str:
     return f"item {n}"
 
 
-LOOKUP = sc.tool(retry="safe")(lookup)
+LOOKUP = sc.tool(retry="safe", inline=True)(lookup)  # pure and quick: on the loop
 
 
 def make_chart(steps: int) -> sc.Chart:

@@ -3,9 +3,11 @@
 from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Decision, Edge, Facts, State
 from statechart.chart.names import ESCALATED, EXHAUSTED
+from statechart.chart.retry import Retry
 from statechart.chart.tools import Tool, fingerprint, tool
 from statechart.engine.session import Session
 from statechart.errors import (
+    CallTimeoutError,
     ChartChangedError,
     ChartError,
     ChartWarning,
@@ -64,12 +66,14 @@ from statechart.runtime.api import (
 )
 from statechart.runtime.current import load_run
 from statechart.runtime.driver import drive, load_session, step
+from statechart.runtime.threads import set_thread_limit
 from statechart.store import Intent, Lease, Loaded, MemoryStore, SQLiteStore, Store
 
 __all__ = [
     "ESCALATED",
     "EXHAUSTED",
     "Budget",
+    "CallTimeoutError",
     "Chart",
     "ChartChangedError",
     "ChartError",
@@ -102,6 +106,7 @@ __all__ = [
     "Record",
     "Reply",
     "Request",
+    "Retry",
     "Run",
     "RunEndedError",
     "RunError",
@@ -141,6 +146,7 @@ __all__ = [
     "resume",
     "run_sync",
     "run_to_end",
+    "set_thread_limit",
     "start",
     "step",
     "to_dict",

@@ -144,6 +144,20 @@ class ConflictError(RunError):
     """Another writer appended this run's next event first (`UNIQUE(run_id, seq)`)."""
 
 
+class CallTimeoutError(StatechartError, TimeoutError):
+    """A model, tool or handler call ran past its limit (a timeout, or what was left of a
+    wall-clock budget) and was cut off; the event records it as a failed call."""
+
+    def __init__(self, what: str, seconds: float, by: str = "its timeout") -> None:
+        super().__init__(f"{what} ran past {by} ({seconds:g} s) and was cut off")
+        self.what = what
+        self.seconds = seconds
+        self.by = by
+
+    def __reduce__(self) -> tuple[type[CallTimeoutError], tuple[str, float, str]]:
+        return type(self), (self.what, self.seconds, self.by)
+
+
 class ModelError(StatechartError):
     """A model adapter could not produce a reply (no scripted reply left, a failed call)."""
 

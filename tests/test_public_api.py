@@ -88,6 +88,10 @@ PUBLIC = [
     # records as msgspec structs (issue 27)
     "Record",
     "to_dict",
+    # time in the chart (issue 28)
+    "CallTimeoutError",
+    "Retry",
+    "set_thread_limit",
 ]
 
 

@@ -24,7 +24,7 @@ class Ctx(pydantic.BaseModel):
     note: str | None = None
 
 
-@sc.tool(retry="safe")
+@sc.tool(retry="safe", inline=True)  # pure and quick: on the loop
 def fetch(n: int) -> str:
     """A `safe` tool whose ~500-character result differs with its argument."""
     head = f"record {n}: "

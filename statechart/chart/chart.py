@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from statechart.chart.budget import Budget
 from statechart.chart.names import ESCALATED, IMPLICIT
-from statechart.chart.tools import Tool
+from statechart.chart.retry import Retry
+from statechart.chart.tools import Tool, positive_seconds
 
 if TYPE_CHECKING:
     from statechart.records.run import Run
@@ -238,6 +239,12 @@ class State:
     output: Port | None = None
     """For `kind="chart"`: what the sub-chart writes back to the parent when it leaves
     through a terminal, as one validated write (see `Port`)."""
+    call_timeout: float | None = None
+    """Seconds one model call (a model state) or one handler call (a code state) may run;
+    past them it fails with `CallTimeoutError`. None takes the chart's `call_timeout`."""
+    retries: Retry | None = None
+    """For `kind="model"`: how a failed model call is tried again (`Retry`); without it a
+    failed model call escalates at once."""
 
     @property
     def ported(self) -> bool:
@@ -251,6 +258,9 @@ class State:
                 object.__setattr__(self, name, tuple(value))
         if self.kind == "model" and self.max_iterations is None:
             object.__setattr__(self, "max_iterations", DEFAULT_MAX_ITERATIONS)
+        if self.call_timeout is not None:
+            seconds = positive_seconds(f"state '{self.name}'", self.call_timeout)
+            object.__setattr__(self, "call_timeout", seconds)
 
     @cached_property
     def tool_map(self) -> dict[str, Tool]:
@@ -295,6 +305,9 @@ class Chart:
     """Caps for the whole chart; the root's must set `max_steps` (checked when it runs)."""
     on_exhausted: str = ESCALATED
     """Where the root chart goes when its budget runs out (must be terminal)."""
+    call_timeout: float | None = None
+    """Seconds any model, tool or handler call in this chart (its sub-charts included) may
+    run, unless the state or tool sets its own; past them the call fails."""
     _compiled: Any = field(default=None, init=False, repr=False, compare=False)
     """The engine's compiled form, filled by `statechart.engine.compiled(chart)`."""
 
@@ -304,6 +317,9 @@ class Chart:
         object.__setattr__(self, "states", complete_states(states))
         if self.initial is None and states:
             object.__setattr__(self, "initial", states[0].name)
+        if self.call_timeout is not None:
+            seconds = positive_seconds(f"chart '{self.name}'", self.call_timeout)
+            object.__setattr__(self, "call_timeout", seconds)
         validate(self)
 
     @cached_property

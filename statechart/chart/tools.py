@@ -18,7 +18,8 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from statechart.errors import ChartWarning, ToolArgumentsError, ToolDefinitionError
+from statechart.chart.retry import Retry
+from statechart.errors import ChartError, ChartWarning, ToolArgumentsError, ToolDefinitionError
 from statechart.records.messages import ToolCall
 from statechart.records.run import CheckedCall
 
@@ -79,6 +80,34 @@ class Tool:
     """For `retry="reconcile"`: asks the outside world what happened to a call."""
     schema: dict[str, Any] = field(default_factory=dict)
     """The JSON schema of the arguments (filled in by `tool`)."""
+    inline: bool = False
+    """Run a sync `fn` on the event loop's thread, not in a worker thread: only for a
+    function that returns in microseconds and never blocks (no I/O, sleep or lock)."""
+    timeout: float | None = None
+    """Seconds a call may run; past them it is a failed call (`CallTimeoutError`). None
+    takes the chart's `call_timeout`, if it has one."""
+    retries: Retry | None = None
+    """How a failed call is tried again (each attempt an event, the wait a durable timer);
+    None: a failed call's error goes to the model at once."""
+    threaded: bool = field(default=False, init=False, repr=False, compare=False)
+    """The driver runs `fn` in a worker thread: it is sync and not `inline`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threaded", not self.inline and not asynchronous(self.fn))
+        if self.timeout is not None:
+            object.__setattr__(
+                self,
+                "timeout",
+                positive_seconds(f"tool '{self.name}'", self.timeout, ToolDefinitionError),
+            )
+
+    def keywords(self, arguments: BaseModel, key: str | None = None) -> dict[str, Any]:
+        """The keyword arguments `fn` is called with: the typed fields, and the idempotency
+        key when the tool is keyed."""
+        kwargs = dict(arguments.__dict__)  # its fields by name (extras, private values apart)
+        if self.retry == "keyed":
+            kwargs[KEY_PARAMETER] = key
+        return kwargs
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments as JSON values (what is fingerprinted and stored)."""
@@ -96,12 +125,10 @@ class Tool:
         return parsed
 
     async def invoke(self, arguments: dict[str, Any] | BaseModel, key: str | None = None) -> Any:
-        """Run the tool with its typed arguments (and its idempotency key when keyed)."""
+        """Run the tool with its typed arguments (and its idempotency key when keyed), on
+        the calling thread: the driver runs a `threaded` tool in a worker thread instead."""
         parsed = arguments if isinstance(arguments, BaseModel) else self.parse(arguments)
-        kwargs = dict(parsed.__dict__)  # its fields by name (extras and private values live apart)
-        if self.retry == "keyed":
-            kwargs[KEY_PARAMETER] = key
-        out = self.fn(**kwargs)
+        out = self.fn(**self.keywords(parsed, key))
         if type(out) not in _PLAIN and inspect.isawaitable(out):
             out = await out
         return out
@@ -111,13 +138,18 @@ class Tool:
 
         The hook takes the tool's arguments (and `idempotency_key=` if it names one)."""
         assert self.reconcile is not None, self.name
-        kwargs = {name: getattr(arguments, name) for name in self.args_model.model_fields}
-        if KEY_PARAMETER in inspect.signature(self.reconcile).parameters:
-            kwargs[KEY_PARAMETER] = key
-        out = self.reconcile(**kwargs)
+        out = self.reconcile(**self.reconcile_keywords(arguments, key))
         if inspect.isawaitable(out):
             out = await out
         return out
+
+    def reconcile_keywords(self, arguments: BaseModel, key: str | None) -> dict[str, Any]:
+        """The keyword arguments the reconcile hook is called with."""
+        assert self.reconcile is not None, self.name
+        kwargs = {name: getattr(arguments, name) for name in self.args_model.model_fields}
+        if KEY_PARAMETER in inspect.signature(self.reconcile).parameters:
+            kwargs[KEY_PARAMETER] = key
+        return kwargs
 
 
 def tool(
@@ -129,6 +161,9 @@ def tool(
     repeatable: bool = False,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     reconcile: Callable[..., Any] | None = None,
+    timeout: float | None = None,
+    inline: bool = False,
+    retries: Retry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a `Tool`; the schema comes from its signature.
 
@@ -142,6 +177,13 @@ def tool(
         repeatable: Calls with the same arguments may run again (no repeat refusal).
         output_cap: Characters of the result the transcript keeps.
         reconcile: For `retry="reconcile"`: reports what happened to an interrupted call.
+        timeout: Seconds a call may run before it is cut off as a failed call (the model
+            sees a `CallTimeoutError`); by default the chart's `call_timeout`.
+        inline: Run a sync function on the event loop's thread instead of a worker thread;
+            only for one that returns in microseconds and never blocks.
+        retries: Try a failed call again with backoff (`Retry`); the model sees only the
+            last failure. Unlike `retry`, which says what a resume may do with a call
+            interrupted by a crash.
 
     Returns:
         A decorator that makes the `Tool`.
@@ -210,9 +252,29 @@ def tool(
             output_cap=output_cap,
             reconcile=reconcile,
             schema=_clean_schema(args_model.model_json_schema()),
+            inline=inline,
+            timeout=timeout,
+            retries=retries,
         )
 
     return wrap
+
+
+def asynchronous(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is a coroutine function (or an object whose `__call__` is one)."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(type(fn), "__call__", None)  # noqa: B004  (an object's async __call__)
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def positive_seconds(
+    where: str, seconds: float, error: type[Exception] = ChartError, what: str = "a timeout"
+) -> float:
+    """`seconds` as a float if it is a positive number, else `error` naming `where`."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise error(f"{where}: {what} must be a positive number of seconds, not {seconds!r}")
+    return float(seconds)
 
 
 def valid_tool_name(name: str) -> str:

@@ -26,12 +26,15 @@ FAILED = 4
 """Escalated, exhausted, or ended in a terminal declared `outcome="failure"`."""
 CANCELLED = 5
 """The run was cancelled."""
+SLEEPING = 6
+"""The run sleeps until a failed call's next attempt: `resume` it then, or let a worker."""
 
 CODES: dict[RunOutcome, int] = {
     "success": OK,
     "waiting": WAITING,
     "failure": FAILED,
     "cancelled": CANCELLED,
+    "sleeping": SLEEPING,
     "running": OK,
 }
 STYLES: dict[RunOutcome, str] = {
@@ -39,10 +42,17 @@ STYLES: dict[RunOutcome, str] = {
     "waiting": "bold yellow",
     "failure": "bold red",
     "cancelled": "bold magenta",
+    "sleeping": "bold cyan",
     "running": "bold",
 }
 
-STATUS_STYLES = {"running": "", "waiting": "yellow", "ended": "", "blocked": "red"}
+STATUS_STYLES = {
+    "running": "",
+    "waiting": "yellow",
+    "sleeping": "cyan",
+    "ended": "",
+    "blocked": "red",
+}
 
 _PLAIN = {"color_system": None} if os.environ.get("NO_COLOR") else {}
 """`NO_COLOR` set: no escape codes at all (rich alone would still send bold)."""

@@ -28,9 +28,10 @@ from statechart.cli.app import (
     _trace,
     app,
 )
-from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, say
+from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, USAGE_ERROR, error, say
 from statechart.cli.starting import InputFileOpt, InputOpt, Target, started
 from statechart.engine import compiled, outcome_of
+from statechart.engine.timers import clock_time
 from statechart.errors import LeaseHeldError, LoadError, StatechartError
 from statechart.io import audit, diagram
 from statechart.io.loading import load_chart
@@ -144,7 +145,7 @@ def run(
 @app.command()
 def runs(
     db: Db = DB_DEFAULT,
-    status: Annotated[str | None, typer.Option(help="running, waiting or ended")] = None,
+    status: Annotated[str | None, typer.Option(help="running, waiting, sleeping or ended")] = None,
     chart: Annotated[str | None, typer.Option(help="Only runs of this chart name.")] = None,
     search: Annotated[str | None, typer.Option(help="Only runs whose id contains this.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.", min=1)] = 100,
@@ -152,10 +153,9 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
 ) -> None:
     """List stored runs, newest first. Example: statechart runs --status waiting"""
-    if status not in (None, "running", "waiting", "ended"):
-        raise typer.BadParameter(
-            f"{status!r}: use running, waiting or ended", param_hint="--status"
-        )
+    if status not in (None, "running", "waiting", "sleeping", "ended"):
+        error(f"--status {status!r}: use running, waiting, sleeping or ended")
+        raise typer.Exit(USAGE_ERROR)
 
     async def go() -> None:
         store = _existing(db)
@@ -176,7 +176,7 @@ def runs(
                 {k: getattr(r, k) for k in ("run_id", "chart", "status", "state", "seq")}
                 | {"reason": r.reason, "created_at": r.created_at, "updated_at": r.updated_at}
                 | {"steps": r.spent.steps, "tokens": r.spent.tokens}
-                | {"cost_micros": r.spent.cost_micros, "blocked": r.blocked}
+                | {"cost_micros": r.spent.cost_micros, "blocked": r.blocked, "wake": r.wake}
                 for r in listed
             ]
             typer.echo(json.dumps(rows, indent=2))
@@ -192,7 +192,8 @@ def runs(
             say(
                 f"{r.run_id:<{width}}  {r.chart:<20} {shown:<8} {r.state:<32} {r.seq:>5} "
                 f"{r.spent.steps:>5} {r.spent.tokens:>8} {r.spent.cost_micros / 1e6:>10.6f}"
-                + (f"  {r.blocked}" if r.blocked else ""),
+                + (f"  {r.blocked}" if r.blocked else "")
+                + (f"  wakes {clock_time(r.wake)}" if r.wake is not None else ""),
                 STATUS_STYLES[shown],
             )
 

@@ -35,7 +35,8 @@ from statechart.engine.prompt import model_view
 from statechart.engine.routing import escalate, route_exhausted
 from statechart.engine.strict import Worst, breach, breached, strict_levels
 from statechart.engine.tables import CompiledChart, Move
-from statechart.errors import validation_problems
+from statechart.engine.timers import retry_later
+from statechart.errors import CallTimeoutError, validation_problems
 from statechart.records.messages import Message, Reply
 from statechart.records.run import QueuedCall, Run, Step
 from statechart.records.spent import ONE_STEP, ZERO, Spent, spent
@@ -91,8 +92,24 @@ def _after_model(
     assert run.visit is not None
     visit = replace(run.visit, iterations=run.visit.iterations + 1)
     if isinstance(outcome, BaseException):
-        run = replace(run, visit=visit)
         usage = ONE_STEP + Spent(model_calls=1) + wall
+        state = compiled_chart.nodes[visit.state].state
+        assert state is not None
+        what = f"the model call in state '{visit.state}'"
+        later = retry_later(
+            compiled_chart,
+            run,
+            state.retries,
+            outcome,
+            now,
+            usage,
+            actor="system",
+            what=what,
+            visit=visit,
+        )
+        if later is not None:
+            return later
+        run = replace(run, visit=visit)
         reason = f"model call failed in state '{visit.state}': {outcome}"
         return escalate(
             compiled_chart,
@@ -102,6 +119,7 @@ def _after_model(
             usage,
             actor="system",
             error=f"{type(outcome).__name__}: {outcome}",
+            timeout=_cut_at(outcome),
         )
     reply: Reply = outcome
     u = reply.usage
@@ -161,6 +179,11 @@ def _after_model(
     )
 
 
+def _cut_at(outcome: BaseException) -> float | None:
+    """The limit that cut the call off, when a limit did."""
+    return outcome.seconds if isinstance(outcome, CallTimeoutError) else None
+
+
 def _after_tool(
     compiled_chart: CompiledChart, run: Run, effect: RunTool, outcome: Any, now: float, wall: Spent
 ) -> Step:
@@ -189,13 +212,27 @@ def _after_tool(
         )
     if isinstance(outcome, Reconciled):
         outcome = outcome.value
+    calls = dict(run.visit.calls)
+    calls[tool.name] = calls.get(tool.name, 0) + 1
     if isinstance(outcome, BaseException):
+        later = retry_later(
+            compiled_chart,
+            run,
+            tool.retries,
+            outcome,
+            now,
+            TOOL_STEP if wall is ZERO else TOOL_STEP + wall,
+            actor="code",
+            what=f"tool '{tool.name}'",
+            call=effect.call,
+            visit=replace(run.visit, calls=calls),
+        )
+        if later is not None:
+            return later
         error = f"{type(outcome).__name__}: {outcome}"
         text = f"error: tool '{tool.name}' failed: {error}"
     else:
         text = render_result(outcome, tool.output_cap)
-    calls = dict(run.visit.calls)
-    calls[tool.name] = calls.get(tool.name, 0) + 1
     counts: dict[str, Any] = {"calls": calls}
     if error is None:
         counts["succeeded"] = {
@@ -224,6 +261,7 @@ def _after_tool(
         outcome=outcome_class(outcome) if error is None else None,
         messages=(msg,),
         update={"visit": visit, "pending": pending},
+        timeout=outcome.seconds if isinstance(outcome, CallTimeoutError) else None,
     )
 
 
@@ -319,7 +357,16 @@ def _after_handler(
     if isinstance(outcome, BaseException):
         error = f"{type(outcome).__name__}: {outcome}"
         why = f"handler of code state '{here}' raised {error}"
-        return escalate(compiled_chart, run, why, now, usage, actor="code", error=error)
+        return escalate(
+            compiled_chart,
+            run,
+            why,
+            now,
+            usage,
+            actor="code",
+            error=error,
+            timeout=_cut_at(outcome),
+        )
     decision = Decision(outcome) if isinstance(outcome, str) else outcome
     if not (
         isinstance(decision, Decision)

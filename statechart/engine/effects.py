@@ -112,7 +112,14 @@ class Ended(Struct, frozen=True):
     """The run is over."""
 
 
-Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended
+class Sleep(Struct, frozen=True):
+    """Nothing to do until `until` (epoch seconds): a failed call's next attempt is due
+    then. The driver waits (or leaves the run `sleeping`), then records its waking."""
+
+    until: float
+
+
+Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended | Sleep
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -125,6 +132,8 @@ def plan_general(compiled_chart: CompiledChart, run: Run, session: Session) -> E
         return Ended()
     if run.status == "waiting":
         return Wait(run.reason)
+    if run.status == "sleeping":
+        return Sleep(run.wake or 0.0)
     spent = first_exhausted(compiled_chart, run, hard_only=True)
     if spent is not None:
         return Exhaust(spent)

@@ -159,6 +159,10 @@ def commit(
     update = {**update, "seq": seq} if update else {"seq": seq}
     if run.routed and usage.steps:
         update["routed"] = 0
+    if run.attempt and trigger != "retry" and (usage.model_calls or usage.tool_calls or move):
+        update["attempt"] = 0  # the call tried again has ended: it returned, or moved on
+    if run.wake is not None and move is not None:
+        update["wake"] = None
     if not usage.is_zero():
         update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")

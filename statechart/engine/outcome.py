@@ -9,7 +9,7 @@ from statechart.chart.names import CANCELLED, IMPLICIT
 from statechart.engine.tables import CompiledChart
 from statechart.records.run import Run
 
-RunOutcome = Literal["running", "waiting", "success", "failure", "cancelled"]
+RunOutcome = Literal["running", "waiting", "sleeping", "success", "failure", "cancelled"]
 
 
 def outcome_of(compiled_chart: CompiledChart, run: Run) -> RunOutcome:

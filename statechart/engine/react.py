@@ -213,7 +213,7 @@ def advance_step(
 ) -> Step | None:
     """The step of the loop's common case (a reply that queues calls, a call that
     returned), or None; `span` is the id of the span tracing it, for its event."""
-    if run.doubt is not None:
+    if run.doubt is not None or run.attempt:
         return None
     if type(effect) is CallModel and run.state == loop.think:
         return _proposed(loop, run, effect, outcome, now, wall_ms, span)

@@ -22,6 +22,8 @@ from statechart.engine.tables import CompiledChart, status_of
 from statechart.records.run import Event, QueuedCall, Run, Visit
 
 _TOOL_TRIGGERS = ("next_call", "results", "shadow")
+_COUNTED = (*_TOOL_TRIGGERS, "retry")
+"""Tool steps that count a call against the visit's caps (a failed attempt counts too)."""
 
 
 def replay(compiled_chart: CompiledChart, base: Run, events: Iterable[Event]) -> Run:
@@ -67,7 +69,15 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     elif run.doubt is not None:
         u["doubt"] = doubt_after(run.doubt, e.call.id if e.call is not None else None, u["pending"])
     u["visit"] = _visit(compiled_chart, run, e, moved)
+    if e.trigger == "retry":
+        u.update(status="sleeping", wake=e.wake, attempt=run.attempt + 1, reason=e.reason)
+    elif e.trigger == "wake":
+        u.update(status="running", wake=None, reason="")
+    elif run.attempt and (e.usage.model_calls or e.usage.tool_calls or moved):
+        u["attempt"] = 0
     if moved:
+        if run.wake is not None:
+            u["wake"] = None
         _entered(compiled_chart, run, e, u)
     elif e.trigger in ("approved", "rejected") and e.refused is not None:
         u["reason"] = f"{e.trigger}, but {e.refused}"
@@ -109,7 +119,7 @@ def _visit(compiled_chart: CompiledChart, run: Run, e: Event, moved: bool) -> Vi
     if visit is not None:
         if e.usage.model_calls:
             visit = replace(visit, iterations=visit.iterations + e.usage.model_calls)
-        if e.actor == "code" and e.trigger in _TOOL_TRIGGERS and e.call is not None:
+        if e.actor == "code" and e.trigger in _COUNTED and e.call is not None:
             name = e.call.name
             counts: dict[str, Any] = {"calls": {**visit.calls, name: visit.calls.get(name, 0) + 1}}
             if e.error is None:

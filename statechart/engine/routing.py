@@ -72,8 +72,10 @@ def escalate(
     actor: Actor,
     error: str | None = None,
     refused: str | None = None,
+    timeout: float | None = None,
 ) -> Step:
-    """Route to the escalated state of the chart that owns the run's state, with `why`."""
+    """Route to the escalated state of the chart that owns the run's state, with `why`
+    (`timeout`: the limit that cut off the call that failed, if one did)."""
     messages = drop_queue(run, dropped_head(run)) if run.pending else ()
     here = compiled_chart.owner_state(run.state)[0]
     t = compiled_chart.resolve(run.state, go(compiled_chart.nodes[here].prefix + ESCALATED))
@@ -91,6 +93,7 @@ def escalate(
         refused=refused,
         messages=messages,
         update={"pending": ()},
+        timeout=timeout,
     )
 
 

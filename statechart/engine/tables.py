@@ -83,6 +83,8 @@ class CompiledChart:
         """What each model state shows the model (filled by `prompt.model_view`)."""
         self.react: dict[str, Any] = {}
         """The compiled loop of each model state's think and act (filled by `react.loop_at`)."""
+        self.limits: dict[tuple[str, str], Any] = {}
+        """The fixed part of each call's time limit by (leaf, tool) (`deadlines.limit`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
         self._moves: dict[tuple[str, str, str], Move] = {}

@@ -25,7 +25,7 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
                 "target": e.target,
                 "trigger": e.trigger,
                 "tool": tool or None,
-                "note": e.refused or e.error or e.reason or None,
+                "note": _note(e),
                 "reason": e.reason or None,
                 "refused": e.refused,
                 "error": e.error,
@@ -34,9 +34,19 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
                 "tokens": e.usage.tokens,
                 "cost_micros": e.usage.cost_micros,
                 "wall_ms": e.usage.wall_ms,
+                "timeout": e.timeout,
+                "wake": e.wake,
             }
         )
     return rows
+
+
+def _note(e: Event) -> str | None:
+    """What a timeline line says of an event: its refusal, error or reason; a retry's
+    error and when it tries again."""
+    if e.trigger == "retry" and e.error:
+        return f"{e.error}; {e.reason}" if e.reason else e.error
+    return e.refused or e.error or e.reason or None
 
 
 def totals(events: Sequence[Event]) -> Spent:
@@ -49,19 +59,21 @@ def totals(events: Sequence[Event]) -> Spent:
 
 def render(run: Run, events: Sequence[Event]) -> str:
     """The timeline as text, with totals and the outcome."""
+    rows = timeline(events)
+    whos = [row["actor"] if not row["by"] else f"{row['actor']}:{row['by']}" for row in rows]
+    width = max([6, *map(len, whos)])  # a person's name may be long: the columns follow
     lines = [
         f"run {run.run_id}  chart {run.chart}  model {run.model}",
-        f"{'seq':>4}  {'actor':<6} {'transition':<46} {'tool':<16} {'tokens':>7} "
+        f"{'seq':>4}  {'actor':<{width}} {'transition':<46} {'tool':<16} {'tokens':>7} "
         f"{'cost $':>9}  note",
     ]
-    for row in timeline(events):
-        who = row["actor"] if not row["by"] else f"{row['actor']}:{row['by']}"
+    for row, who in zip(rows, whos, strict=True):
         note = row["note"] or ""
         if row["actor"] == "human" and row["result"]:
             note = f"{note}; {row['result']}" if note else row["result"]
         move = f"{row['source']} -> {row['target']}"
         lines.append(
-            f"{row['seq']:>4}  {who:<6} {move:<46} {row['tool'] or '':<16} "
+            f"{row['seq']:>4}  {who:<{width}} {move:<46} {row['tool'] or '':<16} "
             f"{row['tokens']:>7} {row['cost_micros'] / 1e6:>9.6f}  {note}"
         )
     t = totals(events)

@@ -15,7 +15,7 @@ from statechart.records.messages import Message, ToolCall
 from statechart.records.record import Record
 from statechart.records.spent import ZERO, Spent
 
-Status = Literal["running", "waiting", "ended"]
+Status = Literal["running", "waiting", "sleeping", "ended"]
 ROOT_LEVEL = "root"
 """The root chart's budget level (stores written before schema 3 named it `""`)."""
 
@@ -131,8 +131,9 @@ class Run(Record, frozen=True):
     state: str
     """Full path of the current leaf state (`research.think`, `explore.search.act`)."""
     status: Status = "running"
-    """`running` (steps remain), `waiting` (for a person to `approve` or `reject`) or
-    `ended` (in a terminal, `cancelled` included)."""
+    """`running` (steps remain), `waiting` (for a person to `approve` or `reject`),
+    `sleeping` (until `wake`: a failed call's next attempt) or `ended` (in a terminal,
+    `cancelled` included)."""
     context: dict[str, Any] = {}
     """The context as JSON-ready values (validated by the chart's context type)."""
     contexts: dict[str, dict[str, Any]] = {}
@@ -170,6 +171,10 @@ class Run(Record, frozen=True):
     """Propagated trace context (filled by tracing)."""
     created_at: float = 0.0
     """When `start` (or `fork`) created it, in seconds since the epoch."""
+    wake: float | None = None
+    """While `sleeping`: when the next attempt of the failed call is due (epoch seconds)."""
+    attempt: int = 0
+    """Failed attempts of the call being tried again (0 when none failed)."""
 
 
 class Event(Record, frozen=True):
@@ -199,7 +204,8 @@ class Event(Record, frozen=True):
     """Full path of the leaf state after; the same as `source` when the state did not move."""
     trigger: str
     """What fired: `propose`, `results`, `next_call`, `refuse`, `ask`, `go:PATH`,
-    `exhaust:LEVEL`, `approved`, `rejected`, `cancel`, `resume`, `takeover`, ..."""
+    `exhaust:LEVEL`, `approved`, `rejected`, `cancel`, `resume`, `takeover`, `retry` (a
+    failed call to be tried again at `wake`), `wake` (its time came), ..."""
     actor: Actor
     """Who caused it: `model` (a reply, a move it chose), `code` (a tool or handler ran),
     `human` (approve, reject, cancel) or `system` (budgets, escalation, recovery)."""
@@ -259,6 +265,12 @@ class Event(Record, frozen=True):
     breach: str | None = None
     """`level:kind` of a strict cap this reply overran (its estimate was wrong); the level
     is spent from this event on."""
+    timeout: float | None = None
+    """Seconds of the limit that cut this step's call off (`error` names the call and what
+    set the limit: a timeout, or what was left of a wall budget)."""
+    wake: float | None = None
+    """For a `retry` event: when the next attempt is due (epoch seconds); the run sleeps
+    until then."""
 
 
 class CheckedCall(Record, frozen=True):

@@ -42,6 +42,8 @@ class RunSummary(Record, frozen=True):
     """The run it was forked from."""
     blocked: str | None = None
     """Why no worker will drive it (its chart failed to load too often), when blocked."""
+    wake: float | None = None
+    """While `sleeping`: when its timer is due (epoch seconds)."""
 
 
 class RunPage(Record, frozen=True):

@@ -27,7 +27,7 @@ from statechart.records.run import Run, Visit
 from statechart.runtime import lineage
 from statechart.runtime.current import load_run
 from statechart.runtime.decisions import approve, cancel, reject
-from statechart.runtime.driver import Clock, drive_to_end, priced
+from statechart.runtime.driver import DEFAULT_MAX_SLEEP, Clock, drive_to_end, priced
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
@@ -122,6 +122,7 @@ async def run_to_end(
     clock: Clock = time.time,
     holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    max_sleep: float = DEFAULT_MAX_SLEEP,
 ) -> Run:
     """Drive until the run waits for a human or ends.
 
@@ -133,9 +134,12 @@ async def run_to_end(
         clock: The time written into events.
         holder: The lease holder's name (host, pid and a nonce by default).
         lease_ttl: Seconds another driver waits before taking over a dead holder's run.
+        max_sleep: A failed call's next attempt due within this many seconds is waited for
+            here; a later one returns the run `sleeping` (`resume` it when it is due).
 
     Returns:
-        The last snapshot: `waiting` (approve or reject it, then `resume`) or `ended`.
+        The last snapshot: `waiting` (approve or reject it, then `resume`), `ended`, or
+        `sleeping` until `run.wake`.
 
     Raises:
         LeaseHeldError: Another driver holds the run.
@@ -151,7 +155,14 @@ async def run_to_end(
     """
     run_id = run.run_id if isinstance(run, Run) else run
     last = await drive_to_end(
-        chart, run_id, store=store, model=model, clock=clock, holder=holder, lease_ttl=lease_ttl
+        chart,
+        run_id,
+        store=store,
+        model=model,
+        clock=clock,
+        holder=holder,
+        lease_ttl=lease_ttl,
+        max_sleep=max_sleep,
     )
     return last if last is not None else await load_run(chart, run_id, store=store)
 
@@ -166,6 +177,7 @@ async def resume(
     clock: Clock = time.time,
     holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    max_sleep: float = DEFAULT_MAX_SLEEP,
 ) -> Run:
     """Continue a stored run from its exact state until it waits or ends.
 
@@ -181,9 +193,10 @@ async def resume(
         clock: The time written into events.
         holder: The lease holder's name.
         lease_ttl: Seconds another driver waits before taking over.
+        max_sleep: A sleeping run due within this many seconds is woken here.
 
     Returns:
-        The last snapshot, `waiting` or `ended`.
+        The last snapshot, `waiting`, `sleeping` or `ended`.
 
     Raises:
         ChartChangedError: The run was stored under another chart version and no
@@ -211,6 +224,7 @@ async def resume(
         lease_ttl=lease_ttl,
         resuming=True,
         migrate=migrate,
+        max_sleep=max_sleep,
     )
     return last if last is not None else await load_run(chart, run_id, store=store)
 

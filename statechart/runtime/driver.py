@@ -23,12 +23,14 @@ from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED
 from statechart.engine import recovery as resuming_
 from statechart.engine.calls import open_call
+from statechart.engine.deadlines import Limit, limit
 from statechart.engine.effects import (
     CallModel,
     Ended,
     Reconciled,
     RunHandler,
     RunTool,
+    Sleep,
     Wait,
 )
 from statechart.engine.moves import typed_context
@@ -36,19 +38,22 @@ from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
+from statechart.engine.timers import woken
 from statechart.engine.transition import advance, plan
 from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
 from statechart.records.codec import checked_reply
 from statechart.records.estimate import Price
 from statechart.records.run import Run, Step
-from statechart.runtime import heartbeat, lineage
+from statechart.runtime import heartbeat, lineage, threads
 from statechart.runtime.current import current as folded
 from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
+DEFAULT_MAX_SLEEP = 60.0
+"""Seconds a drive waits in process for a sleeping run's timer; past that it stops."""
 
 
 async def step(
@@ -81,13 +86,19 @@ async def step(
     effect = plan(compiled_chart, run, session)
     if isinstance(effect, (Wait, Ended)):
         return None
+    if isinstance(effect, Sleep):
+        if effect.until > clock():
+            return None
+        woke = woken(compiled_chart, run, clock())
+        return woke if hooks is None else hooks.after_step(before=run, record=woke, started_ns=0)
     span = None
+    within = limit(compiled_chart, run, effect)
     if hooks is None:
-        outcome = await _perform(effect, model)
+        outcome = await _perform(effect, model, within)
     else:
         span = hooks.effect_started(run=run, effect=effect)
         try:
-            outcome = await _perform(effect, model)
+            outcome = await _perform(effect, model, within)
         except BaseException as exc:  # cancelled mid-call: the hooks hear of it
             hooks.effect_ended(outcome=exc)
             raise
@@ -100,27 +111,48 @@ async def step(
     return hooks.after_step(before=run, record=record, started_ns=started_ns)
 
 
-async def _perform(effect: Any, model: Model) -> Any:
+async def _perform(effect: Any, model: Model, limit: Limit | None = None) -> Any:
+    """The outcome of the effect's call: its value or the exception it raised, a
+    `CallTimeoutError` when `limit` cut it off."""
+    if limit is None:
+        return await _call(effect, model)
+    with anyio.move_on_after(limit.seconds) as scope:
+        return await _call(effect, model)
+    if scope.cancelled_caught:
+        return limit.error()
+    return None  # pragma: no cover  (the scope only ends early by its deadline)
+
+
+async def _call(effect: Any, model: Model) -> Any:
     try:
         if isinstance(effect, CallModel):
             return checked_reply(await model.complete(effect.request))
         if isinstance(effect, RunTool):
+            tool = effect.tool
             if effect.doubt == "reconcile":
                 try:
-                    found = await effect.tool.reconciled(effect.parsed, effect.key)
+                    found = await _reconciled(tool, effect)
                 except Exception as exc:
                     return Reconciled(None, failed=exc)
                 if found is not None:
                     return Reconciled(found)
-            out = await effect.tool.invoke(effect.parsed, effect.key)
+            if tool.threaded:
+                out = await threads.call(tool.fn, **tool.keywords(effect.parsed, effect.key))
+            else:
+                out = await tool.invoke(effect.parsed, effect.key)
             failpoints.hit("tool.returned")
             return out
         if isinstance(effect, RunHandler):
             assert effect.state.handler is not None
-            return await effect.state.handler(effect.context)
+            return await threads.call(effect.state.handler, effect.context)
     except Exception as exc:
         return exc
     return None
+
+
+async def _reconciled(tool: Any, effect: RunTool) -> Any:
+    hook = tool.reconcile
+    return await threads.call(hook, **tool.reconcile_keywords(effect.parsed, effect.key))
 
 
 async def drive(
@@ -134,6 +166,7 @@ async def drive(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     resuming: bool = False,
     migrate: Migration | None = None,
+    max_sleep: float = DEFAULT_MAX_SLEEP,
 ) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
 
@@ -142,6 +175,9 @@ async def drive(
     flight. If the last holder never released it, an open intent is settled by its
     tool's retry policy.
     With `resuming`, the current state's `on_resume` refresh and entering guard run first.
+    A run put to sleep until a failed call's next attempt is woken in this process when
+    that is due within `max_sleep` seconds; a later one ends the drive, the run `sleeping`
+    (resume it when it is due, or let a worker).
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
 
     Yields:
@@ -151,6 +187,7 @@ async def drive(
     lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     # a takeover not yet recorded keeps the lease looking abandoned (`dirty`)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
+    d.max_sleep = max_sleep
     heartbeat.join(d)
     try:
         async for opening in d.prelude(run_id, resuming, migrate):
@@ -179,6 +216,7 @@ async def drive_to_end(
     resuming: bool = False,
     migrate: Migration | None = None,
     lease: Lease | None = None,
+    max_sleep: float = DEFAULT_MAX_SLEEP,
 ) -> Run | None:
     """`drive` until the run waits or ends (or `each(record)` returns True); the run after
     the last stored step, or None when nothing was stepped. The same as iterating `drive`,
@@ -187,6 +225,7 @@ async def drive_to_end(
     if lease is None:
         lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
+    d.max_sleep = max_sleep
     heartbeat.join(d)
     last: Run | None = None
     told = False  # `each` raising is the caller's stop, not the drive's failure
@@ -239,6 +278,8 @@ class _Drive:
     """When the lease is next to be renewed (monotonic seconds)."""
     beating: bool = True
     """False once the drive is closing: the lease is renewed no more."""
+    max_sleep: float = 60.0
+    """A sleeping run due within this many seconds is woken in this drive."""
     renewing: anyio.Lock | None = None
     """Held while renewing: releasing waits for a renewal under way. Made by the first
     renewal (a lock costs ~800 bytes, and most drives end before their first)."""
@@ -312,6 +353,8 @@ class _Drive:
         run = self.run
         if run is None or self.cancelled:
             return None
+        if run.status == "sleeping":
+            return await self._woken(run)
         if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
         self.in_flight = run.state.endswith(".act")
@@ -345,17 +388,31 @@ class _Drive:
         effect = plan(self.compiled_chart, run, self.session)
         kind = type(effect)
         outcome: Any = None
-        if type(effect) is CallModel:
+        within = limit(self.compiled_chart, run, effect)
+        if type(effect) is CallModel and within is None:
             try:
                 outcome = checked_reply(await self.model.complete(effect.request))
             except Exception as exc:
                 outcome = exc
-        elif kind is RunTool or kind is RunHandler:
-            outcome = await _perform(effect, self.model)
-        elif kind is Wait or kind is Ended:
+        elif kind is RunTool or kind is RunHandler or kind is CallModel:
+            outcome = await _perform(effect, self.model, within)
+        elif kind is Wait or kind is Ended or kind is Sleep:
             return None
         wall_ms = self.session.charge_wall(time.monotonic() - started)
         return advance(self.compiled_chart, run, effect, outcome, now=self.clock(), wall_ms=wall_ms)
+
+    async def _woken(self, run: Run) -> Step | None:
+        """Wake a sleeping run once its timer is due (waiting for it here when it is due
+        within `max_sleep`); None, the run left sleeping, when it is due later."""
+        until = run.wake if run.wake is not None else 0.0
+        left = until - self.clock()
+        if left > self.max_sleep:
+            return None
+        if left > 0:
+            await anyio.sleep(left)  # the heartbeat renews the lease meanwhile
+        if time.monotonic() >= self.due:
+            await self.renew()
+        return await self._stored(self._made(run, woken(self.compiled_chart, run, self.clock())))
 
     def _made(self, before: Run, record: Step, *, enter: bool = True) -> Step:
         """A record the engine made outside `step()`, shown to the hooks as a step."""
@@ -435,6 +492,7 @@ def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Cloc
     head = open_call(run)
     if (
         lease.took_over
+        and run.status == "running"
         and lease.previous_seq == run.seq
         and head is not None
         and run.state.endswith(".act")
@@ -465,7 +523,7 @@ async def _refresh_inputs(
     if state.on_resume is not None:
         try:
             shown = context_at(compiled_chart, run, owner)
-            found = await state.on_resume(typed_context(compiled_chart, owner, shown))
+            found = await threads.call(state.on_resume, typed_context(compiled_chart, owner, shown))
             patch = dict(found or {})
         except Exception as exc:
             problem = f"on_resume of '{owner}' raised {type(exc).__name__}: {exc}"

@@ -18,6 +18,7 @@ import gc
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ class WorkerSettings:
     """Failures in a row (a chart that does not load, a drive that fails) that block a run."""
     backoff: float = 2.0
     """Seconds before the first retry of a run whose chart failed to load; doubled each try."""
+    max_sleep: float = 1.0
+    """A run put to sleep (a failed call's backoff) due within this many seconds sleeps in
+    its drive; a later one is released and claimed again when it is due."""
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     """Lease holder name (a nonce is added per claim)."""
 
@@ -118,11 +122,21 @@ class Worker:
                     except Exception as exc:  # a database hiccup: log it, try at the next poll
                         log.warning("claiming failed: %s: %s", type(exc).__name__, exc)
                     look = True
-                    with anyio.move_on_after(self.settings.every):
+                    with anyio.move_on_after(await self._until_due()):
                         await self._wake.wait()
                         look = self._look
                     self._wake, self._look = anyio.Event(), True
             outer.cancel_scope.cancel()
+
+    async def _until_due(self) -> float:
+        """Seconds to the next poll, or sooner to the first sleeping run's due time."""
+        try:
+            due = await self.queue.next_wake()
+        except Exception as exc:  # a database hiccup: poll as usual
+            log.warning("reading timers failed: %s: %s", type(exc).__name__, exc)
+            due = None
+        every = self.settings.every
+        return every if due is None else max(0.0, min(every, due - time.time() + 0.005))
 
     async def _until(self, stop: anyio.Event) -> None:
         await stop.wait()
@@ -225,6 +239,7 @@ class Worker:
                 lease_ttl=lease.ttl,
                 resuming=True,
                 each=each,
+                max_sleep=self.settings.max_sleep,
             )
             if tries:
                 try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from statechart.errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -73,6 +73,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             seq BIGINT NOT NULL, took_over_from TEXT, released DOUBLE PRECISION,
             clean BOOLEAN, PRIMARY KEY (run_id, holder)
         )""",
+    ),
+    3: (
+        # sleeping runs by the time their timer is due: what a worker wakes (issue #28)
+        "CREATE INDEX runs_waking ON runs (((snapshot->>'wake')::float8)) "
+        "WHERE status = 'sleeping' AND NOT blocked",
     ),
 }
 """Numbered migrations (`statechart_schema` says which ran); add a version by appending,

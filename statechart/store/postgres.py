@@ -91,7 +91,8 @@ _READ = READ.replace("messages, body", "messages::text, body::text")
 _SUMMARY = (
     "SELECT r.run_id, r.chart, r.status, r.state, r.seq, r.snapshot->>'reason', "
     "(r.snapshot->>'created_at')::float8, r.snapshot->>'parent_run', "
-    f"(r.snapshot->'ledger'->'root')::text, {LAST_EVENT}, "
+    "(r.snapshot->'ledger'->'root')::text, (r.snapshot->>'wake')::float8, "
+    f"{LAST_EVENT}, "
     "CASE WHEN r.blocked THEN coalesce(r.problem, 'blocked') END "
     f"FROM {{source}} r {LAST_EVENT_JOIN}"
 )

@@ -3,7 +3,8 @@
 A run is claimable when it is `running`, not blocked, due (past its chart-loading
 backoff), of a chart version the worker can load, and either ready with no holder
 (submitted, approved, rejected, or put back by a draining worker) or held by a lease that
-expired (its worker died: no notification comes for that, the poll finds it). One
+expired (its worker died: no notification comes for that, the poll finds it); or when it
+is `sleeping` and its timer is due, with no live holder. One
 transaction claims a batch: `SELECT ... FOR UPDATE SKIP LOCKED` (concurrent workers skip
 each other's rows instead of waiting on them), then an `UPDATE` that takes the leases,
 like `Store.acquire`, each logged in `leases`. Lease times are the server's clock. See
@@ -22,9 +23,13 @@ from statechart.store.postgres import CHANNEL, NOW, PostgresStore
 from statechart.store.process import identity, known_dead
 from statechart.store.rows import SEQ_BITS, SEQ_MASK
 
+WAKE = "(snapshot->>'wake')::float8"
+"""When a sleeping run's timer is due (the `runs_waking` index is on it)."""
 _RUNNABLE = (
-    f"status = 'running' AND NOT blocked AND next_try <= {NOW} AND "
-    f"((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < {NOW}))"
+    f"((status = 'running' AND NOT blocked AND next_try <= {NOW} AND "
+    f"((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < {NOW})))"
+    f" OR (status = 'sleeping' AND NOT blocked AND {WAKE} <= {NOW} AND "
+    f"(lease_holder IS NULL OR lease_expires < {NOW})))"
 )
 _LIVE_SEQ = (
     "GREATEST(r.seq, coalesce((SELECT max(id) FROM event_rows WHERE id BETWEEN "
@@ -95,6 +100,14 @@ class RunQueue:
             (run_id, CHANNEL),
         )
         return bool(found)
+
+    async def next_wake(self) -> float | None:
+        """When the first sleeping run's timer is due (epoch seconds), if one sleeps: one
+        query on the `runs_waking` index."""
+        found = await self._execute(
+            f"SELECT min({WAKE}) FROM runs WHERE status = 'sleeping' AND NOT blocked"
+        )
+        return float(found[0][0]) if found and found[0][0] is not None else None
 
     async def pending_versions(self) -> set[str]:
         """The chart versions of claimable runs (whatever chart a worker can load)."""

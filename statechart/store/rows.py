@@ -77,6 +77,8 @@ class Body(Record, frozen=True):
     outcome: str | None = None
     usage_missing: bool = False
     breach: str | None = None
+    timeout: float | None = None
+    wake: float | None = None
     scope: str = ""
     outputs: dict[str, dict[str, Any]] = {}
     inputs: dict[str, dict[str, Any]] = {}
@@ -117,6 +119,8 @@ def event_row(step: Step, num: int) -> tuple[Any, ...]:
         outcome=e.outcome,
         usage_missing=e.usage_missing,
         breach=e.breach,
+        timeout=e.timeout,
+        wake=e.wake,
         scope=e.scope,
         outputs=e.outputs,
         inputs=e.inputs,
@@ -248,6 +252,8 @@ def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
             inputs=b.inputs,
             usage_missing=b.usage_missing,
             breach=b.breach,
+            timeout=b.timeout,
+            wake=b.wake,
         )
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(where, exc) from None
@@ -304,7 +310,7 @@ LAST_EVENT_JOIN = (
 
 def summary_row(row: tuple[Any, ...]) -> RunSummary:
     """A listing line from the runs row and its last event row (see `_summaries`)."""
-    run_id, chart, status, state, seq, reason, created, parent, ledger, *last = row
+    run_id, chart, status, state, seq, reason, created, parent, ledger, wake, *last = row
     target, last_seq, at, *totals = last
     where = f"runs row of run {run_id}"
     try:
@@ -323,6 +329,7 @@ def summary_row(row: tuple[Any, ...]) -> RunSummary:
             created_at=created or 0.0,
             updated_at=at,
             parent_run=parent,
+            wake=float(wake) if wake is not None and status == "sleeping" else None,
         )
     except (ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None

@@ -71,6 +71,7 @@ _SUMMARY = (
     "SELECT r.run_id, r.chart, r.status, r.state, r.seq, "
     "json_extract(r.snapshot, '$.reason'), json_extract(r.snapshot, '$.created_at'), "
     "json_extract(r.snapshot, '$.parent_run'), json_extract(r.snapshot, '$.ledger.root'), "
+    "json_extract(r.snapshot, '$.wake'), "
     f"{LAST_EVENT} FROM {{source}} r {LAST_EVENT_JOIN}"
 )
 """A listing line per runs row of `source`: its own columns, then its last event's."""

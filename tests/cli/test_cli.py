@@ -156,14 +156,20 @@ def test_errors_are_one_line_and_exit_1(tmp_path: Path, args: tuple[str, ...]) -
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize(
-    "args", [("runs", "--status", "sleeping"), ("run",), ("show", "r", "--bogus"), ("nope",)]
-)
+@pytest.mark.parametrize("args", [("run",), ("show", "r", "--bogus"), ("nope",)])
 def test_a_wrong_command_line_is_a_usage_error_exit_2(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     done = cli(tmp_path, *args, code=USAGE)
     assert "Usage: statechart" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "statechart.db").exists()
+
+
+def test_an_unknown_status_is_one_error_line_exit_2(tmp_path: Path) -> None:
+    done = cli(tmp_path, "runs", "--status", "bogus", code=USAGE)
+    assert done.stderr.splitlines() == [
+        "error: --status 'bogus': use running, waiting, sleeping or ended"
+    ]
     assert not (tmp_path / "statechart.db").exists()
 
 

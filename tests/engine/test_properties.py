@@ -43,6 +43,7 @@ from statechart import (
     Message,
     Reply,
     Request,
+    Retry,
     Run,
     ScriptedModel,
     Spent,
@@ -92,6 +93,12 @@ async def boom(x: int) -> str:
     raise RuntimeError(f"boom {x}")
 
 
+@tool(retry="safe", retries=Retry(attempts=2, initial=0, jitter=0))
+async def retried(x: int) -> str:
+    """Always fails, and is tried once more first (asleep until a timer due at once)."""
+    raise ConnectionError(f"down {x}")
+
+
 @tool(retry="keyed")
 async def charge(amount: int, idempotency_key: str | None = None) -> str:
     """A keyed side effect."""
@@ -104,12 +111,21 @@ async def send(to: str) -> str:
     return f"sent to {to}"
 
 
-TOOLS = (lookup, add, boom, charge, send)
-TOOLSETS = ((lookup, add), (add, charge, boom), (lookup,), (send, add), (), (boom, lookup, charge))
+TOOLS = (lookup, add, boom, charge, send, retried)
+TOOLSETS = (
+    (lookup, add),
+    (add, charge, boom),
+    (lookup,),
+    (send, add),
+    (),
+    (boom, lookup, charge),
+    (retried, lookup),
+)
 GOOD_ARGS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "lookup": st.fixed_dictionaries({"query": st.sampled_from(["a", "b"])}),
     "add": st.fixed_dictionaries({"n": st.integers(0, 2)}),
     "boom": st.fixed_dictionaries({"x": st.integers(0, 2)}),
+    "retried": st.fixed_dictionaries({"x": st.integers(0, 2)}),
     "charge": st.fixed_dictionaries({"amount": st.integers(1, 3)}),
     "send": st.fixed_dictionaries({"to": st.sampled_from(["ann", "bob"])}),
 }
@@ -347,6 +363,9 @@ def check_moves(o: Outcome) -> None:
         elif e.trigger == "refuse":  # a refused call: back to `.think` of the same state
             assert e.refused and e.source.endswith(".act"), e
             assert e.target == e.source.removesuffix(".act") + ".think", e
+        elif e.trigger in ("retry", "wake"):  # a failed call put to sleep, and its waking
+            assert e.target == e.source and not (e.entered or e.exited), e
+            assert (e.wake is not None) == (e.trigger == "retry") and e.source.endswith(".act")
         else:
             move = cc.fire(e.source, e.trigger, lambda _t: True)  # MachineError when illegal
             assert move is not None and move.leaf == e.target, (e, move)

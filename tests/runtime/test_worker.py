@@ -123,6 +123,86 @@ async def test_a_worker_drives_submitted_runs_and_goes_on_after_approval(
         assert writers == {h.holder for h in leases} | {None}  # the approval: a person's
 
 
+FLAKY_AGENT = '''
+from statechart import Budget, Chart, Edge, FunctionModel, Retry, State, call, reply, tool
+from statechart.models import register
+
+SPEC = "demo:flaky-{tag}"
+TRIED = []
+
+
+@tool(retry="safe", retries=Retry(attempts=2, initial=1.5, jitter=0))
+def fetch(order: str) -> str:
+    """Fetch an order; the first attempt fails."""
+    TRIED.append(order)
+    if len(TRIED) == 1:
+        raise ConnectionError("down")
+    return "shipped"
+
+
+def policy(request):
+    if not any(m.role == "tool" for m in request.transcript):
+        return reply(call("fetch", "f1", order="A-7"))
+    return reply(call("next_state", target="done"))
+
+
+chart = Chart(
+    "flaky_{tag}",
+    budget=Budget(max_steps=10),
+    states=(State("work", tools=(fetch,), instructions="Fetch."), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),),
+)
+
+
+def demo_model(spec=SPEC):
+    return FunctionModel(policy, spec=spec)
+
+
+register(SPEC, demo_model)
+'''
+
+
+async def test_a_worker_wakes_a_sleeping_run_when_its_timer_is_due_not_at_the_next_poll(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """The run's first attempt fails; its 1.5 s backoff is longer than the worker's
+    `max_sleep`, so the drive releases it `sleeping`. The worker claims it again at its due
+    time (the poll is 60 s away), and the second attempt ends the run."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (folder / f"flaky_{tag}.py").write_text(FLAKY_AGENT.format(tag=tag))
+    (run_id,) = await _submit(pg_store, f"{folder / f'flaky_{tag}.py'}:chart", 1)
+    settings = WorkerSettings(lease_ttl=30, poll=60, agents=folder, max_sleep=0.2)
+    worker = Worker(PostgresStore(pg_store.dsn), settings)
+    stop = anyio.Event()
+    slept: list[float] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run, stop)
+
+        async def asleep() -> bool:
+            rows = {s.run_id: s for s in await pg_store.summaries()}
+            if rows[run_id].status == "sleeping" and rows[run_id].wake is not None:
+                slept.append(rows[run_id].wake)
+                return True
+            return False
+
+        await _until(asleep, 10)
+
+        async def done() -> bool:
+            return (await _statuses(pg_store))[run_id] == ("ended", "done")
+
+        await _until(done, 10)
+        stop.set()
+    await worker.store.close()
+    events = await pg_store.events(run_id)
+    retry = next(e for e in events if e.trigger == "retry")
+    wake = next(e for e in events if e.trigger == "wake")
+    assert retry.wake == slept[0] == pytest.approx(retry.time + 1.5)
+    assert retry.wake <= wake.time < retry.wake + 1.0  # woken at its time, not at a poll
+    assert len(await RunQueue(pg_store).leases(run_id)) == 2  # released asleep, claimed again
+
+
 async def test_a_row_naming_a_file_outside_the_agents_folder_is_never_imported(
     pg_store: PostgresStore, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -66,15 +67,17 @@ class Bank:
     def __init__(self, path: str | os.PathLike[str], *, dedupe: bool = False) -> None:
         self.path = os.fspath(path)
         self.dedupe = dedupe
-        self._db: tuple[int, sqlite3.Connection] | None = None
+        self._db: dict[tuple[int, int], sqlite3.Connection] = {}
 
     def db(self) -> sqlite3.Connection:
-        """One connection per process: a forked child never uses its parent's."""
-        if self._db is None or self._db[0] != os.getpid():
-            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        """One connection per process and thread: a forked child never uses its parent's,
+        and a `def` tool runs in a worker thread (SQLite connections stay in theirs)."""
+        key = (os.getpid(), threading.get_ident())
+        db = self._db.get(key)
+        if db is None:
+            db = self._db[key] = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
-            self._db = (os.getpid(), db)
-        return self._db[1]
+        return db
 
     def create(self, orders: dict[str, int]) -> None:
         """Make the tables and the orders that may be refunded."""

@@ -503,3 +503,15 @@ if __name__ == "__main__":
     args = parser.parse_args()
     dsn, sql = args.postgres or (None, None)
     anyio.run(main, args.sqlite_path, args.json_path, dsn, sql)
+
+
+ADDED = {"wake": None, "attempt": 0, "timeout": None}
+"""Fields the records gained after 0.2.0 (issue #28), with their defaults: data written
+before has none of them, and reads back with these values."""
+
+
+def without_added(dumped: Any) -> Any:
+    """A record's JSON values without the fields it gained since, when at their defaults."""
+    if not isinstance(dumped, dict):
+        return dumped
+    return {k: v for k, v in dumped.items() if not (k in ADDED and v == ADDED[k])}

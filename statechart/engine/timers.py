@@ -1,0 +1,86 @@
+"""Durable timers: a failed call put to sleep until its next attempt, and waking it.
+
+`retry_later` is the step of a failed call its `Retry` gives another attempt: the event
+carries the error and when the attempt is due (`wake`), and the run is `sleeping` until
+then. Nothing waits in memory: a driver that dies during the wait leaves a stored run
+that any later driver (`resume`, a worker) wakes when the time has come, with `woken`.
+Both are pure: `now` is handed in.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+from statechart.chart.retry import Retry
+from statechart.engine.moves import commit
+from statechart.engine.tables import CompiledChart
+from statechart.errors import CallTimeoutError
+from statechart.records.messages import ToolCall
+from statechart.records.run import Actor, Run, Step, Visit
+from statechart.records.spent import ZERO, Spent
+
+
+def retry_later(
+    compiled_chart: CompiledChart,
+    run: Run,
+    policy: Retry | None,
+    failure: BaseException,
+    now: float,
+    usage: Spent,
+    *,
+    actor: Actor,
+    what: str,
+    call: ToolCall | None = None,
+    visit: Visit | None = None,
+) -> Step | None:
+    """The step that puts the run to sleep until the failed call's next attempt; None when
+    `policy` gives it none (no policy, attempts used up, a failure it does not retry)."""
+    failed = run.attempt + 1
+    if policy is None or not policy.again(failure, failed):
+        return None
+    wake = now + policy.interval(failed, f"{run.run_id}:{run.seq + 1}")
+    reason = (
+        f"{what} failed (attempt {failed} of {policy.attempts}); the next attempt is due at "
+        f"{clock_time(wake)}"
+    )
+    update = {"status": "sleeping", "wake": wake, "attempt": failed, "reason": reason}
+    if visit is not None:
+        update["visit"] = visit
+    return commit(
+        compiled_chart,
+        run,
+        None,
+        now,
+        usage,
+        trigger="retry",
+        actor=actor,
+        call=call,
+        error=f"{type(failure).__name__}: {failure}",
+        timeout=failure.seconds if isinstance(failure, CallTimeoutError) else None,
+        wake=wake,
+        reason=reason,
+        update=update,
+    )
+
+
+def woken(compiled_chart: CompiledChart, run: Run, now: float) -> Step:
+    """The step that wakes a sleeping run whose time has come (free: no step is charged)."""
+    assert run.status == "sleeping", run.status
+    due = run.wake if run.wake is not None else now
+    return commit(
+        compiled_chart,
+        run,
+        None,
+        now,
+        ZERO,
+        trigger="wake",
+        actor="system",
+        reason=f"the timer due at {clock_time(due)} fired",
+        update={"status": "running", "wake": None, "reason": ""},
+    )
+
+
+def clock_time(epoch: float) -> str:
+    """An epoch time as the UTC clock shows it, to the millisecond."""
+    whole = _time.strftime("%Y-%m-%d %H:%M:%S", _time.gmtime(epoch))
+    return f"{whole}.{int(epoch % 1 * 1000):03d} UTC"

@@ -1,0 +1,313 @@
+"""Retries with backoff: each failed attempt is an event, the wait a durable timer (the run
+`sleeping` until `wake`), and waking it an event too; a crash during the wait loses
+nothing."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from statechart import (
+    Budget,
+    CallTimeoutError,
+    Chart,
+    ChartError,
+    Edge,
+    MemoryStore,
+    Retry,
+    ScriptedModel,
+    SQLiteStore,
+    State,
+    call,
+    reply,
+    resume,
+    run_to_end,
+    start,
+    tool,
+)
+from statechart.engine import compiled
+from statechart.engine.replay import replay
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).parents[2]
+FAST = Retry(attempts=3, initial=0.05, jitter=0)
+SEEN: list[str | None] = []
+
+
+def _flaky(
+    failures: int, *, retries: Retry = FAST, error: type[Exception] = ConnectionError
+) -> Any:
+    """A keyed tool failing its first `failures` calls; `SEEN` gets each call's key."""
+    seen = SEEN
+    seen.clear()
+
+    @tool(retry="keyed", retries=retries)
+    def flaky(order: str, idempotency_key: str) -> str:
+        """Fetch an order from a system that fails at first."""
+        seen.append(idempotency_key)
+        if len(seen) <= failures:
+            raise error(f"down ({len(seen)})")
+        return f"order {order}: shipped"
+
+    return flaky
+
+
+def _chart(*tools: Any, retries: Retry | None = None) -> Chart:
+    return Chart(
+        "retrying",
+        states=(
+            State("work", tools=tools, instructions="Fetch, then finish.", retries=retries),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=30),
+    )
+
+
+def _script(*calls: Any) -> ScriptedModel:
+    return ScriptedModel([*(reply(c) for c in calls), reply(call("next_state", target="done"))])
+
+
+async def _drive(c: Chart, model: Any, store: Any = None, **kw: Any) -> tuple[Any, Any, list[Any]]:
+    store = store or MemoryStore()
+    end = await run_to_end(
+        c, await start(c, store=store, model=model), store=store, model=model, **kw
+    )
+    return end, store, await store.events(end.run_id)
+
+
+async def test_a_failed_tool_call_sleeps_and_is_tried_again_under_the_same_key() -> None:
+    """Two failures, then success: each failure is a `retry` event with the error and the
+    wake time, each wait ends with a `wake` event, and the model sees only the result."""
+    flaky = _flaky(2)
+    started = time.time()
+    end, store, events = await _drive(_chart(flaky), _script(call("flaky", order="A-7")))
+    assert end.state == "done" and end.attempt == 0 and end.wake is None
+    triggers = [e.trigger for e in events]
+    assert triggers == [
+        "propose",
+        "retry",
+        "wake",
+        "retry",
+        "wake",
+        "results",
+        "propose",
+        "go:done",
+    ]
+    first, second = events[1], events[3]
+    assert first.error == "ConnectionError: down (1)" and first.call.name == "flaky"
+    assert first.wake == pytest.approx(first.time + 0.05) and second.wake == pytest.approx(
+        second.time + 0.1
+    )
+    assert "attempt 1 of 3" in first.reason and "attempt 2 of 3" in second.reason
+    assert events[2].time >= first.wake and events[2].actor == "system"
+    assert events[5].result == "order A-7: shipped" and time.time() - started >= 0.15
+    assert len(set(SEEN)) == 1 and len(SEEN) == 3  # one key for every attempt
+    assert end.ledger["root"].tool_calls == 3  # every attempt is charged
+    transcript = await store.transcript(end.run_id, events[0].visit)
+    tool_results = [m.content for m in transcript if m.role == "tool"]
+    assert tool_results == ["order A-7: shipped", "moved to 'done'"]  # no failure shown
+    assert replay(compiled(_chart(flaky)), await store.base(end.run_id), events) == end
+
+
+async def test_when_the_attempts_run_out_the_model_reads_the_last_error() -> None:
+    flaky = _flaky(5)
+    end, _, events = await _drive(_chart(flaky), _script(call("flaky", order="A-7")))
+    assert [e.trigger for e in events][:6] == [
+        "propose",
+        "retry",
+        "wake",
+        "retry",
+        "wake",
+        "results",
+    ]
+    assert events[5].error == "ConnectionError: down (3)"
+    assert events[5].result == "error: tool 'flaky' failed: ConnectionError: down (3)"
+    assert end.state == "done" and end.attempt == 0
+
+
+async def test_only_the_failures_named_by_on_are_tried_again() -> None:
+    flaky = _flaky(1, retries=Retry(attempts=3, initial=0.01, on=ConnectionError), error=KeyError)
+    _, _, events = await _drive(_chart(flaky), _script(call("flaky", order="A-7")))
+    assert [e.trigger for e in events][:2] == ["propose", "results"]
+    assert events[1].error == "KeyError: 'down (1)'"
+
+
+async def test_a_timed_out_attempt_is_tried_again_and_says_so() -> None:
+    calls: list[float] = []
+
+    @tool(retry="safe", timeout=0.1, retries=FAST)
+    async def slow(order: str) -> str:
+        """Slow the first time."""
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            await anyio.sleep(30)
+        return "ok"
+
+    end, _, events = await _drive(_chart(slow), _script(call("slow", order="A-7")))
+    retry = events[1]
+    assert retry.trigger == "retry" and retry.timeout == 0.1
+    assert retry.error.startswith("CallTimeoutError: tool 'slow' in state 'work' ran past")
+    assert end.state == "done" and len(calls) == 2
+
+
+async def test_a_failed_model_call_is_tried_again_by_the_state_retries() -> None:
+    class Flaky(ScriptedModel):
+        fails = 1
+
+        async def complete(self, request: Any) -> Any:
+            if self.fails:
+                self.fails -= 1
+                raise ConnectionError("the provider is overloaded")
+            return await super().complete(request)
+
+    c = _chart(retries=Retry(attempts=2, initial=0.01, jitter=0))
+    model = Flaky([reply(call("next_state", target="done"))])
+    end, store, events = await _drive(c, model)
+    assert [e.trigger for e in events] == ["retry", "wake", "propose", "go:done"]
+    assert events[0].actor == "system" and events[0].error.startswith("ConnectionError")
+    assert events[0].source == "work.think" and events[0].usage.model_calls == 1
+    assert end.state == "done" and end.ledger["root"].model_calls == 2
+    assert replay(compiled(c), await store.base(end.run_id), events) == end
+
+
+async def test_without_retries_a_failed_model_call_still_escalates() -> None:
+    class Down(ScriptedModel):
+        async def complete(self, request: Any) -> Any:
+            raise ConnectionError("down")
+
+    end, _, events = await _drive(_chart(), Down([]))
+    assert end.state == "escalated" and events[-1].error == "ConnectionError: down"
+
+
+async def test_a_wait_longer_than_max_sleep_leaves_the_run_sleeping_until_resumed(
+    tmp_path: Path,
+) -> None:
+    """The drive stops with the run `sleeping` and its wake time stored; a resume before
+    then changes nothing; one after it wakes the run and goes on."""
+    flaky = _flaky(1, retries=Retry(attempts=2, initial=0.3, jitter=0))
+    c = _chart(flaky)
+    store = SQLiteStore(tmp_path / "s.db")
+    model = _script(call("flaky", order="A-7"))
+    end, _, events = await _drive(c, model, store=store, max_sleep=0)
+    assert (end.status, end.attempt) == ("sleeping", 1) and end.wake == events[-1].wake
+    assert "the next attempt is due at" in end.reason
+    stored = (await store.load(end.run_id)).snapshot
+    assert stored.status == "sleeping" and stored.wake == end.wake
+    again = await resume(c, end.run_id, store=store, model=model, max_sleep=0)
+    assert again.seq == end.seq and again.status == "sleeping"
+    await anyio.sleep(end.wake - time.time() + 0.01)
+    done = await resume(c, end.run_id, store=store, model=model, max_sleep=0)
+    assert done.state == "done"
+    assert [e.trigger for e in await store.events(end.run_id)][2:4] == ["wake", "results"]
+    store.close()
+
+
+async def _killed_asleep(where: str, marker: Path) -> None:
+    """Run tests/support/sleeper.py on `where` (a SQLite path or a DSN) until its run is
+    stored `sleeping`, then SIGKILL it."""
+    from tests.support import sleeper
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.sleeper", where, str(marker)], cwd=ROOT
+    )
+    try:
+        with anyio.fail_after(60):
+            while True:
+                assert child.poll() is None, "the child stopped before it slept"
+                store = sleeper.open_store(where)
+                try:
+                    if (await store.load(sleeper.RUN_ID)).snapshot.status == "sleeping":
+                        break
+                except Exception:  # not created yet
+                    pass
+                finally:
+                    await _closed(store)
+                await anyio.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+
+
+async def _closed(store: Any) -> None:
+    out = store.close()
+    if out is not None:
+        await out
+
+
+async def _resumed_after_the_kill(where: str, marker: Path) -> None:
+    """Resuming takes the run over with no doubt about the call (it failed, and that is
+    recorded), waits out the rest of the backoff, and the second attempt ends the run."""
+    from tests.support import sleeper
+
+    store = sleeper.open_store(where)
+    c = sleeper.chart(str(marker))
+    end = await resume(c, sleeper.RUN_ID, store=store, model=sleeper.script())
+    events = await store.events(sleeper.RUN_ID)
+    retry = next(e for e in events if e.trigger == "retry")
+    wake = next(e for e in events if e.trigger == "wake")
+    assert end.state == "done" and "takeover" not in [e.trigger for e in events]
+    assert wake.time >= retry.wake == pytest.approx(retry.time + sleeper.BACKOFF)
+    assert marker.read_text().split() == ["attempt", "attempt"]  # nothing ran twice
+    await _closed(store)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_sigkill_during_the_backoff_on_sqlite_resumes_on_time_running_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """A real process fails the first attempt and sleeps 1.5 s holding the lease: killed."""
+    where, marker = str(tmp_path / "s.db"), tmp_path / "attempts"
+    await _killed_asleep(where, marker)
+    await _resumed_after_the_kill(where, marker)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # psycopg's async API: asyncio only
+async def test_a_sigkill_during_the_backoff_on_postgres_resumes_on_time(
+    pg_store: Any, tmp_path: Path
+) -> None:
+    marker = tmp_path / "attempts"
+    await _killed_asleep(pg_store.dsn, marker)
+    await _resumed_after_the_kill(pg_store.dsn, marker)
+
+
+def test_the_backoff_grows_by_factor_up_to_max_interval_with_reproducible_jitter() -> None:
+    r = Retry(attempts=6, initial=1, factor=3, max_interval=10, jitter=0)
+    assert [r.interval(n) for n in range(1, 5)] == [1, 3, 9, 10]
+    j = Retry(initial=2, jitter=0.5)
+    drawn = [j.interval(1, f"run:{n}") for n in range(50)]
+    assert all(1 <= d <= 3 for d in drawn) and len(set(drawn)) > 40
+    assert j.interval(1, "run:7") == j.interval(1, "run:7")
+    assert r.again(ConnectionError(), 5) and not r.again(ConnectionError(), 6)
+    assert not Retry(on=(KeyError,)).again(ValueError(), 1)
+    assert Retry().again(CallTimeoutError("x", 1.0), 1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        ({"attempts": 0}, "attempts=0 is below 1"),
+        ({"attempts": 2.5}, "attempts=2.5 is not a whole number"),
+        ({"initial": -1}, "initial=-1 is not a number of seconds"),
+        ({"factor": 0.5}, "factor=0.5 is below 1"),
+        ({"initial": 5, "max_interval": 1}, "max_interval=1 is below initial"),
+        ({"jitter": 2}, "jitter=2 is not between 0 and 1"),
+        ({"on": ("x",)}, "is not a tuple of exception classes"),
+    ],
+)
+def test_a_retry_that_makes_no_sense_is_refused_at_build(
+    kwargs: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ChartError, match=problem):
+        Retry(**kwargs)
+
+
+def test_retries_do_not_change_the_chart_version() -> None:
+    assert _chart().version == _chart(retries=Retry(attempts=5)).version
