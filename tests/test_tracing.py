@@ -516,6 +516,24 @@ def test_model_and_tool_errors_are_error_spans(
     assert {s.span_id for s in ok} == {failed.span_id, chat_span.span_id, handled.span_id}
 
 
+def test_each_attempt_of_a_retried_call_is_its_own_span(receiver: Receiver, tmp_path: Path) -> None:
+    """A tool's failed attempt is an `execute_tool` span with `error.type` (its transition,
+    `retry`), the end of the backoff a `transition` span (`wake`), and the next attempt a
+    span of its own: one span per transition still."""
+    out = proc(receiver, tmp_path / "runs.db", "retried")
+    events = out["runs"]["retried"]["events"]
+    assert [e["trigger"] for e in events][:4] == ["propose", "retry", "wake", "results"]
+    spans = receiver.wait_for(lambda spans: len(named(spans, "invoke_agent retried")) == 1)
+    one_span_per_transition(spans, events)
+    steps = transitions(spans)
+    failed, woke, ran = steps[2], steps[3], steps[4]
+    assert failed.name == "execute_tool flaky" and failed.status_code == "ERROR"
+    assert failed.attributes[t.ERROR_TYPE] == "ConnectionError"
+    assert failed.attributes[t.TRIGGER] == "retry"
+    assert woke.name == "transition work.act -> work.act" and woke.attributes[t.TRIGGER] == "wake"
+    assert ran.name == "execute_tool flaky" and ran.status_code != "ERROR"
+
+
 def test_error_type_on_a_transition_span_is_the_exception_class(
     errors_run: tuple[list[ReceivedSpan], dict[str, Any]],
 ) -> None:

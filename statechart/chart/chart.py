@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -149,6 +150,17 @@ class Edge:
     """Allows or refuses the move from structured facts."""
     max_traversals: int | None = None
     """How many times a run may take this edge; caps cycles through it."""
+    after: float | timedelta | None = None
+    """Take this edge when `source` has been active this long (seconds or a `timedelta`):
+    a durable timer, taken only when it fires (never chosen by a model or a handler)."""
+
+    def __post_init__(self) -> None:
+        if self.after is not None:
+            seconds = (
+                self.after.total_seconds() if isinstance(self.after, timedelta) else self.after
+            )
+            where = f"edge {self.source}->{self.target}"
+            object.__setattr__(self, "after", positive_seconds(where, seconds, what="after"))
 
     @property
     def label(self) -> str:
@@ -416,7 +428,10 @@ class Chart:
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")
         for e in self.edges:
-            lines.append(f"edge {e.label} guard={e.guard is not None} max={e.max_traversals}")
+            timer = f" after={e.after:g}" if e.after is not None else ""
+            lines.append(
+                f"edge {e.label} guard={e.guard is not None} max={e.max_traversals}{timer}"
+            )
         return "\n".join(lines)
 
 

@@ -41,8 +41,8 @@ class Retry:
     """Seconds to wait after the first failure."""
     factor: float = 2.0
     """How much longer each next wait is."""
-    max_interval: float = 60.0
-    """The longest wait, in seconds."""
+    max_interval: float | None = None
+    """The longest wait, in seconds; None: 60, or `initial` if that is longer."""
     jitter: float = 0.1
     """The wait varies by up to this fraction either way (0 for none), the same for the
     same run and event, so replaying a run draws the same waits."""
@@ -52,6 +52,8 @@ class Retry:
     def __post_init__(self) -> None:
         on = self.on if isinstance(self.on, tuple) else (self.on,)
         object.__setattr__(self, "on", on)
+        if self.max_interval is None and _number(self.initial):
+            object.__setattr__(self, "max_interval", max(60.0, float(self.initial)))
         problems = []
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
             problems.append(f"attempts={self.attempts!r} is not a whole number")
@@ -61,7 +63,7 @@ class Retry:
             problems.append(f"initial={self.initial!r} is not a number of seconds")
         if not _number(self.factor) or self.factor < 1:
             problems.append(f"factor={self.factor!r} is below 1")
-        if not _number(self.max_interval) or self.max_interval < self.initial:
+        if not _number(self.max_interval) or self.max_interval < self.initial:  # type: ignore[operator]
             problems.append(f"max_interval={self.max_interval!r} is below initial")
         if not _number(self.jitter) or not 0 <= self.jitter <= 1:
             problems.append(f"jitter={self.jitter!r} is not between 0 and 1")
@@ -77,6 +79,7 @@ class Retry:
 
     def interval(self, failed: int, seed: str = "") -> float:
         """Seconds to wait after the `failed`-th failure; `seed` draws the jitter."""
+        assert self.max_interval is not None  # filled in when built
         base: float = min(self.initial * self.factor ** (failed - 1), self.max_interval)
         if not self.jitter or not seed:
             return base

@@ -189,6 +189,11 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
                 )
         if e.max_traversals is not None and e.max_traversals < 1:
             raise ChartError(f"chart '{chart.name}', edge {e.label}: max_traversals must be >= 1")
+        if e.after is not None and e.guard is not None:
+            raise ChartError(
+                f"chart '{chart.name}', edge {e.label}: an edge with after= is taken when its "
+                "timer fires, so it takes no guard; guard the state's other edges instead"
+            )
         src = chart.state_map[e.source]
         if src.kind == "terminal":
             raise ChartError(f"chart '{chart.name}', edge {e.label}: terminal states have no exits")

@@ -38,15 +38,26 @@ def drop_queue(run: Run, head_text: str, keep_head: bool = False) -> tuple[Messa
 
 
 def try_move(
-    compiled_chart: CompiledChart, run: Run, target: str, patch: dict[str, Any]
+    compiled_chart: CompiledChart,
+    run: Run,
+    target: str,
+    patch: dict[str, Any],
+    *,
+    timed: bool = False,
 ) -> Move | str:
-    """The move to the state at path `target` from the run's state, or why it is refused."""
+    """The move to the state at path `target` from the run's state, or why it is refused;
+    `timed`: an `after=` edge's timer fired (only then may such an edge be taken)."""
     t = compiled_chart.resolve(run.state, go(target))
     here = compiled_chart.owner_state(run.state)[0]
     if t is None:
         legal = ", ".join(sorted(_targets(compiled_chart, run.state))) or "none"
         return f"'{here}' has no edge to '{target}'; legal targets: {legal}"
     edge = t.edge
+    if edge is not None and edge.after is not None and not timed:
+        return (
+            f"edge {t.counter} is taken only when its timer fires (after {edge.after:g} s); "
+            "choose another target"
+        )
     if edge is not None and edge.max_traversals is not None:
         taken = run.traversals.get(t.counter, 0)
         if taken >= edge.max_traversals:
@@ -87,7 +98,9 @@ def _targets(compiled_chart: CompiledChart, leaf: str) -> list[str]:
     here = compiled_chart.owner_state(leaf)[0]
     prefix = compiled_chart.nodes[here].prefix
     return [
-        t.dest.removeprefix(prefix) for t in compiled_chart.table.get(here, {}).values() if t.named
+        t.dest.removeprefix(prefix)
+        for t in compiled_chart.table.get(here, {}).values()
+        if t.named and (t.edge is None or t.edge.after is None)
     ]
 
 
@@ -161,8 +174,8 @@ def commit(
         update["routed"] = 0
     if run.attempt and trigger != "retry" and (usage.model_calls or usage.tool_calls or move):
         update["attempt"] = 0  # the call tried again has ended: it returned, or moved on
-    if run.wake is not None and move is not None:
-        update["wake"] = None
+    if move is not None and (run.wake is not None or run.timers or compiled_chart.timers):
+        update.update(compiled_chart.rearmed(run.timers, move.exited, move.entered, now))
     if not usage.is_zero():
         update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")

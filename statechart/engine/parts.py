@@ -86,6 +86,16 @@ class Level:
 
 
 @dataclass(frozen=True)
+class Timer:
+    """An `after=` edge: armed when its source is entered, taken `seconds` later."""
+
+    label: str
+    """`source->target`, full paths: its key in `Run.timers`."""
+    target: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Move:
     """The outcome of resolving a trigger: the new leaf and what was exited and entered."""
 

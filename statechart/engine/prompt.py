@@ -47,7 +47,7 @@ def _build_view(compiled_chart: CompiledChart, path: str) -> ModelView:
     state = node.state
     assert state is not None
     chart = node.chart
-    targets = [e.target for e in chart.edges if e.source == state.name]
+    targets = [e.target for e in chart.edges if e.source == state.name and e.after is None]
     if ESCALATED not in targets:
         targets.append(ESCALATED)
     writes, schema = _writes(chart.name, state.name, chart.context, state.writes, tuple(targets))

@@ -72,12 +72,12 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
     if e.trigger == "retry":
         u.update(status="sleeping", wake=e.wake, attempt=run.attempt + 1, reason=e.reason)
     elif e.trigger == "wake":
-        u.update(status="running", wake=None, reason="")
+        u.update(status="running", wake=min(run.timers.values(), default=None), reason="")
     elif run.attempt and (e.usage.model_calls or e.usage.tool_calls or moved):
         u["attempt"] = 0
     if moved:
-        if run.wake is not None:
-            u["wake"] = None
+        if run.wake is not None or run.timers or compiled_chart.timers:
+            u.update(compiled_chart.rearmed(run.timers, e.exited, e.entered, e.time))
         _entered(compiled_chart, run, e, u)
     elif e.trigger in ("approved", "rejected") and e.refused is not None:
         u["reason"] = f"{e.trigger}, but {e.refused}"

@@ -31,6 +31,7 @@ from statechart.engine.parts import (
     Level,
     Move,
     Node,
+    Timer,
     Transition,
     exhaust,
     go,
@@ -64,6 +65,8 @@ class CompiledChart:
         self.levels: dict[str, Level] = {}
         self.scopes: dict[str, type[BaseModel]] = {"": chart.context}
         """The context type of every scope: the root's, and each ported sub-chart's."""
+        self.timers: dict[str, list[Timer]] = {}
+        """The `after=` edges leaving each state (by path): armed when it is entered."""
         self._tree = self._walk(chart, "", "")
         self.nodes[CANCELLED] = Node(CANCELLED, State(CANCELLED, kind="terminal"), chart, "")
         self._tree.append(CANCELLED)
@@ -142,6 +145,8 @@ class CompiledChart:
     def _add_edge(self, prefix: str, e: Edge) -> None:
         src, dst = prefix + e.source, prefix + e.target
         self.transitions.append(Transition(go(dst), src, dst, e, f"{src}->{dst}", named=True))
+        if isinstance(e.after, float):
+            self.timers.setdefault(src, []).append(Timer(f"{src}->{dst}", dst, e.after))
 
     def _add_exits(self, chart: Chart, prefix: str, s: State) -> None:
         if s.kind == "terminal":
@@ -284,6 +289,24 @@ class CompiledChart:
         for path in paths:
             out[path] = out.get(path, ZERO) + usage
         return out
+
+    def rearmed(
+        self,
+        timers: dict[str, float],
+        exited: tuple[str, ...],
+        entered: tuple[str, ...],
+        now: float,
+    ) -> dict[str, Any]:
+        """The run's `timers` and `wake` after a move: the `after=` edges of the states it
+        left are disarmed, those of the states it entered armed from `now`."""
+        out = {k: due for k, due in timers.items() if k.partition("->")[0] not in exited}
+        for path in entered:
+            for timer in self.timers.get(path, ()):
+                out[timer.label] = now + timer.seconds
+        found: dict[str, Any] = {"wake": min(out.values()) if out else None}
+        if out != timers:
+            found["timers"] = out
+        return found
 
     @cached_property
     def _level_paths(self) -> dict[str, tuple[str, ...]]:

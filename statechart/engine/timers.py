@@ -12,7 +12,8 @@ from __future__ import annotations
 import time as _time
 
 from statechart.chart.retry import Retry
-from statechart.engine.moves import commit
+from statechart.engine.moves import commit, drop_queue, try_move
+from statechart.engine.routing import dropped_head, escalate
 from statechart.engine.tables import CompiledChart
 from statechart.errors import CallTimeoutError
 from statechart.records.messages import ToolCall
@@ -76,7 +77,35 @@ def woken(compiled_chart: CompiledChart, run: Run, now: float) -> Step:
         trigger="wake",
         actor="system",
         reason=f"the timer due at {clock_time(due)} fired",
-        update={"status": "running", "wake": None, "reason": ""},
+        update={"status": "running", "wake": min(run.timers.values(), default=None), "reason": ""},
+    )
+
+
+def due_timer(compiled_chart: CompiledChart, run: Run, now: float) -> Step | None:
+    """The step that takes the first armed `after=` edge whose time has come, when one has
+    (none while the run sleeps or has ended). It is free, like a routing; a move the edge
+    cannot make (a cap, a visit limit) escalates with the reason."""
+    if run.status in ("sleeping", "ended") or not run.timers or run.wake is None or run.wake > now:
+        return None
+    label = min(run.timers.items(), key=lambda item: (item[1], item[0]))[0]
+    source, _, target = label.partition("->")
+    seconds = next(t.seconds for t in compiled_chart.timers[source] if t.label == label)
+    why = f"state '{source}' was active for {seconds:g} s: its after edge to '{target}' fired"
+    found = try_move(compiled_chart, run, target, {}, timed=True)
+    if isinstance(found, str):
+        return escalate(compiled_chart, run, f"{why}, but {found}", now, ZERO, actor="system")
+    messages = drop_queue(run, dropped_head(run)) if run.pending else ()
+    return commit(
+        compiled_chart,
+        run,
+        found,
+        now,
+        ZERO,
+        trigger=found.transition.trigger,
+        actor="system",
+        reason=why,
+        messages=messages,
+        update={"pending": ()},
     )
 
 

@@ -163,6 +163,8 @@ def _chart(
             notes.append(f"[{getattr(e.guard, '__name__', 'guard')}]")
         if e.max_traversals is not None:
             notes.append(f"max {e.max_traversals}")
+        if isinstance(e.after, float):
+            notes.append(f"after {_duration(e.after)}")
         n = taken.edges[f"{prefix + e.source}->{prefix + e.target}"]
         edge(prefix + e.source, prefix + e.target, " ".join(notes) + _times(n))
     # the moves the run took by a route no line above shows (an escalation, the root's
@@ -199,3 +201,11 @@ def _id(path: str) -> str:
     """A Mermaid state id for a state path: letters, digits and `_` only, never a keyword
     (`note`, `default`, ...), one id per path."""
     return "s_" + re.sub(r"[^A-Za-z0-9]", lambda m: _ESCAPES[m.group()], path)
+
+
+def _duration(seconds: float) -> str:
+    """`90 s`, `15 min`, `24 h`, `2 d`: an `after=` delay as a label shows it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"

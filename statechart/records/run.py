@@ -172,7 +172,11 @@ class Run(Record, frozen=True):
     created_at: float = 0.0
     """When `start` (or `fork`) created it, in seconds since the epoch."""
     wake: float | None = None
-    """While `sleeping`: when the next attempt of the failed call is due (epoch seconds)."""
+    """When the run's next timer is due (epoch seconds): while `sleeping`, the failed
+    call's next attempt; otherwise the first of `timers`."""
+    timers: dict[str, float] = {}
+    """Armed `after=` edges (`source->target`, full paths) -> when each fires; armed when
+    its source state is entered, disarmed when it is left."""
     attempt: int = 0
     """Failed attempts of the call being tried again (0 when none failed)."""
 

@@ -43,7 +43,8 @@ class RunSummary(Record, frozen=True):
     blocked: str | None = None
     """Why no worker will drive it (its chart failed to load too often), when blocked."""
     wake: float | None = None
-    """While `sleeping`: when its timer is due (epoch seconds)."""
+    """While `sleeping` or `waiting`: when its next timer is due (epoch seconds): a failed
+    call's next attempt, or an `after=` edge."""
 
 
 class RunPage(Record, frozen=True):

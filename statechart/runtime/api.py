@@ -92,6 +92,8 @@ async def start(
     owner, state = compiled_chart.owner_state(leaf)
     await store.save_chart(chart.version, chart.describe(), source_of(chart))
     trace, span = tracing.run_trace_context(chart.name, run_id)
+    now = clock()
+    armed = compiled_chart.rearmed({}, (), tuple(entered), now) if compiled_chart.timers else {}
     run = Run(
         run_id=run_id,
         chart=chart.name,
@@ -103,8 +105,9 @@ async def start(
         visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id,
-        created_at=clock(),
+        created_at=now,
         trace=trace,
+        **armed,
         status="waiting" if state.kind == "approval" else "running",
         reason=waiting_for_approval(owner) if state.kind == "approval" else "",
     )

@@ -38,7 +38,7 @@ from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import unpriced
 from statechart.engine.tables import CompiledChart, compiled
-from statechart.engine.timers import woken
+from statechart.engine.timers import due_timer, woken
 from statechart.engine.transition import advance, plan
 from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
@@ -83,6 +83,14 @@ async def step(
     started = time.monotonic()
     if hooks is not None:
         hooks.before_step(run=run)
+    if run.timers and run.wake is not None:
+        fired = due_timer(compiled_chart, run, clock())
+        if fired is not None:
+            return (
+                fired
+                if hooks is None
+                else hooks.after_step(before=run, record=fired, started_ns=time.time_ns())
+            )
     effect = plan(compiled_chart, run, session)
     if isinstance(effect, (Wait, Ended)):
         return None
@@ -90,7 +98,11 @@ async def step(
         if effect.until > clock():
             return None
         woke = woken(compiled_chart, run, clock())
-        return woke if hooks is None else hooks.after_step(before=run, record=woke, started_ns=0)
+        return (
+            woke
+            if hooks is None
+            else hooks.after_step(before=run, record=woke, started_ns=time.time_ns())
+        )
     span = None
     within = limit(compiled_chart, run, effect)
     if hooks is None:
@@ -355,6 +367,10 @@ class _Drive:
             return None
         if run.status == "sleeping":
             return await self._woken(run)
+        if run.timers and run.wake is not None:
+            fired = due_timer(self.compiled_chart, run, self.clock())
+            if fired is not None:  # an `after=` edge whose time has come
+                return await self._stored(self._made(run, fired))
         if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
         self.in_flight = run.state.endswith(".act")

@@ -106,7 +106,7 @@ def summary_of(run: Run, updated_at: float | None) -> RunSummary:
         created_at=run.created_at,
         updated_at=updated_at,
         parent_run=run.parent_run,
-        wake=run.wake,
+        wake=run.wake if run.status in ("sleeping", "waiting") else None,
     )
 
 

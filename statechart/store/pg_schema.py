@@ -75,9 +75,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
     ),
     3: (
-        # sleeping runs by the time their timer is due: what a worker wakes (issue #28)
+        # sleeping and waiting runs by the time their timer is due: what a worker wakes
         "CREATE INDEX runs_waking ON runs (((snapshot->>'wake')::float8)) "
-        "WHERE status = 'sleeping' AND NOT blocked",
+        "WHERE status IN ('sleeping', 'waiting') AND NOT blocked",
     ),
 }
 """Numbered migrations (`statechart_schema` says which ran); add a version by appending,

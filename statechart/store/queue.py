@@ -4,7 +4,8 @@ A run is claimable when it is `running`, not blocked, due (past its chart-loadin
 backoff), of a chart version the worker can load, and either ready with no holder
 (submitted, approved, rejected, or put back by a draining worker) or held by a lease that
 expired (its worker died: no notification comes for that, the poll finds it); or when it
-is `sleeping` and its timer is due, with no live holder. One
+is `sleeping` or `waiting` and its timer is due (a backoff's end, an `after=` edge), with
+no live holder. One
 transaction claims a batch: `SELECT ... FOR UPDATE SKIP LOCKED` (concurrent workers skip
 each other's rows instead of waiting on them), then an `UPDATE` that takes the leases,
 like `Store.acquire`, each logged in `leases`. Lease times are the server's clock. See
@@ -28,7 +29,7 @@ WAKE = "(snapshot->>'wake')::float8"
 _RUNNABLE = (
     f"((status = 'running' AND NOT blocked AND next_try <= {NOW} AND "
     f"((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < {NOW})))"
-    f" OR (status = 'sleeping' AND NOT blocked AND {WAKE} <= {NOW} AND "
+    f" OR (status IN ('sleeping', 'waiting') AND NOT blocked AND {WAKE} <= {NOW} AND "
     f"(lease_holder IS NULL OR lease_expires < {NOW})))"
 )
 _LIVE_SEQ = (
@@ -102,10 +103,10 @@ class RunQueue:
         return bool(found)
 
     async def next_wake(self) -> float | None:
-        """When the first sleeping run's timer is due (epoch seconds), if one sleeps: one
-        query on the `runs_waking` index."""
+        """When the first timer of a sleeping or waiting run is due (epoch seconds), if one
+        is armed: one query on the `runs_waking` index."""
         found = await self._execute(
-            f"SELECT min({WAKE}) FROM runs WHERE status = 'sleeping' AND NOT blocked"
+            f"SELECT min({WAKE}) FROM runs WHERE status IN ('sleeping', 'waiting') AND NOT blocked"
         )
         return float(found[0][0]) if found and found[0][0] is not None else None
 

@@ -329,7 +329,7 @@ def summary_row(row: tuple[Any, ...]) -> RunSummary:
             created_at=created or 0.0,
             updated_at=at,
             parent_run=parent,
-            wake=float(wake) if wake is not None and status == "sleeping" else None,
+            wake=float(wake) if wake is not None and status in ("sleeping", "waiting") else None,
         )
     except (ValueError, TypeError) as exc:
         raise corrupt(where, exc) from None

@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from statechart.engine.timers import clock_time
 from statechart.errors import RunNotFoundError, StatechartError
 from statechart.records.run import Status
 from statechart.runtime.decisions import approve, cancel, reject
@@ -35,7 +36,7 @@ from statechart.ui.views import Charts, context_at, current_call, pretty, run_pa
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
-STATUSES: tuple[Status, ...] = ("running", "waiting", "ended")
+STATUSES: tuple[Status, ...] = ("running", "waiting", "sleeping", "ended")
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
@@ -109,6 +110,7 @@ def create_app(
     )
     env.filters["pretty"] = pretty
     env.filters["path"] = lambda value: quote(str(value), safe="")  # as encodeURIComponent
+    env.filters["clock"] = clock_time
     env.filters["when"] = lambda t: (
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""
     )

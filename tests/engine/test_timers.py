@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,9 @@ async def test_a_failed_tool_call_sleeps_and_is_tried_again_under_the_same_key()
     tool_results = [m.content for m in transcript if m.role == "tool"]
     assert tool_results == ["order A-7: shipped", "moved to 'done'"]  # no failure shown
     assert replay(compiled(_chart(flaky)), await store.base(end.run_id), events) == end
+    from statechart.mining.traces import calls_of
+
+    assert [(c.tool, c.outcome) for c in calls_of(events)] == [("flaky", "ok")]  # mined once
 
 
 async def test_when_the_attempts_run_out_the_model_reads_the_last_error() -> None:
@@ -311,3 +315,143 @@ def test_a_retry_that_makes_no_sense_is_refused_at_build(
 
 def test_retries_do_not_change_the_chart_version() -> None:
     assert _chart().version == _chart(retries=Retry(attempts=5)).version
+
+
+# -- after= edges -------------------------------------------------------------------------
+
+
+def _approval_chart(after: Any = 0.3) -> Chart:
+    return Chart(
+        "reminded",
+        states=(
+            State("review", kind="approval", on_approve="done", on_reject="done"),
+            State("remind", kind="terminal", outcome="failure"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("review", "remind", after=after),),
+        budget=Budget(max_steps=10),
+    )
+
+
+async def test_an_approval_nobody_answers_escalates_through_its_after_edge(
+    tmp_path: Path,
+) -> None:
+    """The timer is armed when the run enters `review` and stored with it; a resume
+    before it is due changes nothing; one after it takes the edge (a free `system` step)."""
+    c = _approval_chart()
+    store = SQLiteStore(tmp_path / "a.db")
+    run = await start(c, store=store, model=ScriptedModel([]))
+    assert run.status == "waiting" and run.timers == {"review->remind": run.created_at + 0.3}
+    assert run.wake == run.created_at + 0.3
+    (listed,) = await store.summaries()
+    assert listed.wake == run.wake
+    early = await resume(c, run.run_id, store=store, model=ScriptedModel([]))
+    assert early.seq == 0 and early.status == "waiting"
+    await anyio.sleep(run.wake - time.time() + 0.01)
+    end = await resume(c, run.run_id, store=store, model=ScriptedModel([]))
+    (fired,) = await store.events(run.run_id)
+    assert (end.state, end.timers, end.wake) == ("remind", {}, None)
+    assert fired.actor == "system" and fired.edge == "review->remind" and fired.time >= run.wake
+    assert fired.reason == "state 'review' was active for 0.3 s: its after edge to 'remind' fired"
+    assert fired.usage.steps == 0
+    assert replay(compiled(c), await store.base(run.run_id), [fired]) == end
+    store.close()
+
+
+async def test_an_answer_before_the_timer_disarms_it() -> None:
+    from statechart import approve
+
+    c = _approval_chart(after=timedelta(hours=24))
+    store = MemoryStore()
+    run = await start(c, store=store, model=ScriptedModel([]))
+    assert run.timers["review->remind"] == run.created_at + 86400
+    decided = (await approve(c, run.run_id, store=store, by="dana")).run
+    assert decided.state == "done" and decided.timers == {} and decided.wake is None
+
+
+async def test_a_timer_fires_between_the_steps_of_a_busy_model_state() -> None:
+    """`work` keeps calling a tool; 0.25 s after it was entered, its after edge moves the
+    run on, dropping nothing the model was told."""
+    from statechart import FunctionModel
+
+    @tool(retry="safe", repeatable=True)
+    async def poll(n: int) -> str:
+        """Look again."""
+        await anyio.sleep(0.05)
+        return f"nothing yet ({n})"
+
+    count = iter(range(1000))
+    model = FunctionModel(lambda request: reply(call("poll", n=next(count))))
+    c = Chart(
+        "patient",
+        states=(
+            State("work", tools=(poll,), instructions="Poll.", max_iterations=100),
+            State("gave_up", kind="terminal"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("work", "done"), Edge("work", "gave_up", after=0.25)),
+        budget=Budget(max_steps=500),
+    )
+    assert "gave_up" not in str(compiled(c).views.get("work") or "")  # not offered
+    end, store, events = await _drive(c, model)
+    fired = events[-1]
+    assert end.state == "gave_up" and fired.edge == "work->gave_up" and fired.actor == "system"
+    assert fired.time - events[0].time >= 0.2
+    assert replay(compiled(c), await store.base(end.run_id), events) == end
+
+
+async def test_neither_the_model_nor_a_handler_may_take_an_after_edge() -> None:
+    chart = Chart(
+        "chosen",
+        states=(
+            State("work", instructions="Finish."),
+            State("later", kind="terminal"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("work", "done"), Edge("work", "later", after=60)),
+        budget=Budget(max_steps=10),
+    )
+    model = ScriptedModel(
+        [reply(call("next_state", target="later")), reply(call("next_state", target="done"))]
+    )
+    end, _, events = await _drive(chart, model)
+    assert end.state == "done"
+    refused = next(e for e in events if e.refused)
+    assert "target: Input should be 'done' or 'escalated'" in refused.refused
+    assert model.requests[0].tools[-1].parameters["properties"]["target"]["enum"] == [
+        "done",
+        "escalated",
+    ]
+
+    async def pick(ctx: Any) -> str:
+        return "later"
+
+    coded = Chart(
+        "coded",
+        states=(
+            State("work", kind="code", handler=pick),
+            State("later", kind="terminal"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("work", "done"), Edge("work", "later", after=60)),
+        budget=Budget(max_steps=10),
+    )
+    end, _, events = await _drive(coded, ScriptedModel([]))
+    assert end.state == "escalated"
+    assert "edge work->later is taken only when its timer fires (after 60 s)" in str(
+        events[-1].reason
+    )
+
+
+def test_an_after_edge_is_positive_takes_no_guard_and_counts_in_the_version() -> None:
+    with pytest.raises(ChartError, match=r"edge review->remind: after must be a positive"):
+        Edge("review", "remind", after=0)
+    with pytest.raises(ChartError, match="takes no guard"):
+        Chart(
+            "g",
+            states=(State("a"), State("b", kind="terminal")),
+            edges=(Edge("a", "b", after=5, guard=lambda f: True),),
+            budget=Budget(max_steps=5),
+        )
+    assert Edge("a", "b", after=timedelta(minutes=2)).after == 120.0
+    assert _approval_chart(after=1).version != _approval_chart(after=2).version

@@ -187,3 +187,22 @@ def test_diagram_run_draws_the_route_the_run_took_into_escalated() -> None:
     ends = {x for a, b, _ in edges for x in (a, b)}
     assert [s for s in declared_states(text) if s not in ends] == [], text
     assert text.rstrip().endswith("class s_escalated current")
+
+
+def test_an_after_edge_is_drawn_with_its_delay() -> None:
+    from datetime import timedelta
+
+    from statechart import Budget, Chart, Edge, State
+    from statechart.io.diagram import mermaid
+
+    chart = Chart(
+        "reminded",
+        states=(
+            State("review", kind="approval", on_approve="done", on_reject="done"),
+            State("remind", kind="terminal"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("review", "remind", after=timedelta(hours=24)),),
+        budget=Budget(max_steps=10),
+    )
+    assert "s_review --> s_remind : after 1 d" in mermaid(chart)

@@ -44,6 +44,7 @@ from statechart import (
     FunctionModel,
     Model,
     Request,
+    Retry,
     Run,
     ScriptedModel,
     SQLiteStore,
@@ -92,6 +93,27 @@ def desk(tool_calls: int) -> Chart:
         budget=Budget(max_steps=20, max_tool_calls=tool_calls),
         states=(State("work", tools=(lookup,), writes=("ok",)), DONE),
         edges=(Edge("work", "done", guard=needs_ok),),
+    )
+
+
+FLAKY_TRIES: list[str] = []
+
+
+@tool(retry="safe", retries=Retry(attempts=2, initial=0.01, jitter=0))
+async def flaky(email: str) -> str:
+    """Find a customer's account; the first attempt fails."""
+    FLAKY_TRIES.append(email)
+    if len(FLAKY_TRIES) == 1:
+        raise ConnectionError("accounts are down")
+    return f"account 42 for {email}"
+
+
+def retried() -> Chart:
+    return Chart(
+        "retried",
+        budget=Budget(max_steps=20),
+        states=(State("work", tools=(flaky,), instructions="Look it up."), DONE),
+        edges=(Edge("work", "done"),),
     )
 
 
@@ -255,6 +277,12 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
             reply(call("next_state", "n1", target="done", ok=True), usage=U),
         )
         return {"content": await go(desk(5), store, model, "content")}
+    if name == "retried":
+        model = scripted(
+            reply(call("flaky", "f1", email="a@example.com")),
+            reply(call("next_state", "n1", target="done")),
+        )
+        return {"retried": await go(retried(), store, model, "retried")}
     if name == "errors":
         failing_tool = scripted(
             reply(call("lookup", "l1", email="")),

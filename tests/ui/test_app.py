@@ -57,6 +57,32 @@ def demo_model():
 '''
 
 
+SLEEPY_AGENT = """
+from statechart import Budget, Chart, Edge, FunctionModel, Retry, State, call, reply, tool
+
+
+@tool(retry="safe", retries=Retry(attempts=2, initial=3600, jitter=0))
+def fetch(order: str) -> str:
+    "Fetch an order from a system that is down."
+    raise ConnectionError("the order system is down")
+
+
+def policy(request):
+    return reply(call("fetch", order="A-7"))
+
+
+chart = Chart(
+    "sleepy",
+    budget=Budget(max_steps=10),
+    states=(State("work", tools=(fetch,), instructions="Fetch."), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),),
+)
+
+
+def demo_model():
+    return FunctionModel(policy)
+"""
+
 GATE_AGENT = """
 from pydantic import BaseModel
 
@@ -156,6 +182,11 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
     (elsewhere / "hostile.py").write_text(XSS_AGENT)
     run_cli(cwd, "run", f"{elsewhere}/hostile.py:chart", "--run-id", "xss-1", "--db", str(db))
     run_cli(cwd, "run", f"{elsewhere}/hostile.py:chart", "--run-id", ODD_ID, "--db", str(db))
+    (agents / "sleepy.py").write_text(SLEEPY_AGENT)
+    slept = run_cli(
+        cwd, "run", f"{agents}/sleepy.py:chart", "--run-id", "sleepy-1", "--db", str(db), code=6
+    )
+    assert "sleeping" in slept.stdout
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -245,7 +276,17 @@ def in_thread(fn):  # type: ignore[no-untyped-def]
 def test_the_runs_table_lists_the_reference_agents_runs(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
     rows = page.locator("#runs tbody tr")
     ids = [rows.nth(i).locator("td").first.inner_text() for i in range(rows.count())]
-    assert ids == [ODD_ID, "xss-1", "gate-1", "traced-1", "tri-1", "desk-3", "desk-2", "desk-1"]
+    assert ids == [
+        "sleepy-1",
+        ODD_ID,
+        "xss-1",
+        "gate-1",
+        "traced-1",
+        "tri-1",
+        "desk-3",
+        "desk-2",
+        "desk-1",
+    ]
     assert "support_triage" in page.locator("#runs").inner_text()
     page.select_option("select[name=status]", "waiting")
     page.fill("input[name=q]", "desk")
@@ -481,3 +522,15 @@ def test_the_pages_work_under_their_own_content_security_policy(
     page.wait_for_selector(".context pre")
     context.close()
     assert errors == []
+
+
+def test_a_sleeping_run_shows_when_it_wakes(inspector: Inspector) -> None:
+    """A failed call's backoff (an hour here): the list filters by `sleeping` and says when
+    the run wakes; its page says what it sleeps for and until when."""
+    with urllib.request.urlopen(inspector.url + "/?status=sleeping", timeout=5) as answer:
+        listing = answer.read().decode()
+    assert "sleepy-1" in listing and "desk-1" not in listing and "wakes 20" in listing
+    with urllib.request.urlopen(inspector.url + "/runs/sleepy-1", timeout=5) as answer:
+        page = answer.read().decode()
+    assert "<h2>Sleeping until 20" in page and 'id="wake">wakes 20' in page
+    assert "tool &#39;fetch&#39; failed (attempt 1 of 2)" in page
