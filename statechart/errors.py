@@ -50,6 +50,11 @@ class UndeclaredFieldError(ChartError):
     """A state reads or writes a field the chart's context type does not declare."""
 
 
+class FieldTypeError(ChartError):
+    """A field is typed one way on one side of a sub-chart's border and another way on the
+    other (a port's two fields, or a context field the sub-chart shares)."""
+
+
 class NoTerminalStateError(ChartError):
     """A chart has no terminal state, so no run of it could end."""
 

@@ -2,6 +2,8 @@
 (a page reads top to bottom, so a later block may use what an earlier one defined), each
 page in its own process (a page may configure process-wide things such as tracing).
 
+A `ChartWarning` fails the page: the examples build charts as the docs advise.
+
 A ```` ```console exec ```` block runs too, in the same order: each `$ statechart ...` line
 as the real command, and every other non-blank line of the block must appear in what the
 command before it printed (`...` lines are skipped)."""
@@ -20,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
 BLOCK = re.compile(r"```(python|console exec)\n(.*?)```", re.S)
 RUNNER = """
-import json, shlex, subprocess, sys
+import json, shlex, subprocess, sys, warnings
+from statechart import ChartWarning
+warnings.simplefilter("error", ChartWarning)  # docs show charts built as concepts.md advises
 page, codes = json.loads(sys.stdin.read())
 namespace = {"__name__": "docs_page"}
 for index, (kind, code) in enumerate(codes):

@@ -90,6 +90,7 @@ PUBLIC = [
     "to_dict",
     # time in the chart (issue 28)
     "CallTimeoutError",
+    "FieldTypeError",
     "Retry",
     "set_thread_limit",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from statechart.errors import MissingBudgetError
 from statechart.records.spent import KINDS
 
 
@@ -66,6 +67,13 @@ class Budget:
     """Never pass a token or cost cap of this level: each model call's `max_tokens` is
     lowered so its worst case fits, and a call whose worst case cannot fit is not made
     (see docs/concepts.md, "Hard caps")."""
+
+    def __post_init__(self) -> None:
+        if all(getattr(self, f) is None for f in self.__dataclass_fields__ if f != "strict"):
+            raise MissingBudgetError(
+                "Budget() sets no cap, so it bounds nothing; give it at least one, e.g. "
+                "Budget(max_steps=50) (a chart run as the root needs max_steps)"
+            )
 
     def __repr__(self) -> str:
         """The dataclass repr, with `strict` only when set: `Chart.version` hashes it, so a

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from statechart.errors import UndeclaredFieldError
+from statechart.errors import FieldTypeError, UndeclaredFieldError
 
 if TYPE_CHECKING:
     from statechart.chart.chart import Chart, State
@@ -33,7 +33,7 @@ def check_ports(chart: Chart, s: State, child: Chart, where: str) -> None:
             to_a = to_t.model_fields[to_field].annotation
             from_a = from_t.model_fields[from_field].annotation
             if to_a != from_a:
-                raise UndeclaredFieldError(
+                raise FieldTypeError(
                     f"{where}: {port} maps {to_t.__name__}.{to_field} ({_shown(to_a)}) <- "
                     f"{from_t.__name__}.{from_field} ({_shown(from_a)}); the types differ, "
                     f"so give {port}= a function that converts"
@@ -52,7 +52,10 @@ def check_ports(chart: Chart, s: State, child: Chart, where: str) -> None:
 
 
 def _shown(annotation: object) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation)
+    """A type as it is written: `int`, `str | None`, `Literal['a', 'b']`."""
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        return annotation.__name__
+    return repr(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
 def check_contexts(chart: Chart, root: type[BaseModel]) -> None:
@@ -72,9 +75,10 @@ def check_contexts(chart: Chart, root: type[BaseModel]) -> None:
             )
         for field, info in fields.items():
             if info.annotation != root.model_fields[field].annotation:
-                raise UndeclaredFieldError(
+                raise FieldTypeError(
                     f"sub-chart '{child.name}' (state '{name}') types context field '{field}' "
-                    f"as {info.annotation}, the context around it as "
-                    f"{root.model_fields[field].annotation}; declare it with the same type"
+                    f"as {_shown(info.annotation)}, the context around it as "
+                    f"{_shown(root.model_fields[field].annotation)}; declare it with the same "
+                    "type"
                 )
         check_contexts(child, root)

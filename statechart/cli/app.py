@@ -10,6 +10,7 @@ import inspect
 import json
 import os
 import signal
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +22,8 @@ from pydantic import ValidationError
 
 from statechart import tracing
 from statechart.chart.chart import Chart
-from statechart.cli.exits import COMMAND_ERROR, error
-from statechart.errors import LoadError, ModelError, StatechartError
+from statechart.cli.exits import COMMAND_ERROR, error, say
+from statechart.errors import ChartWarning, LoadError, ModelError, StatechartError
 from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
@@ -108,12 +109,25 @@ def _trace() -> None:
 
 
 def _run(fn: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1."""
+    """Run a coroutine; a StatechartError (or bad input) is one line and exit code 1. A
+    `ChartWarning` is one `warning:` line, printed once the command went through (a chart
+    that fails to build shows only its error)."""
     previous = signal.signal(signal.SIGINT, _interrupt)
+    shown, original = [], warnings.showwarning
+
+    def keep(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ChartWarning) and not _DEBUG["on"]:
+            shown.append(str(message))
+        else:
+            original(message, category, *args, **kwargs)
+
+    warnings.showwarning = keep
     try:
         result = anyio.run(fn)
         if _STOP["asked"]:
             raise KeyboardInterrupt
+        for text in dict.fromkeys(shown):
+            say(f"warning: {text}", "yellow", err=True)
         return result
     except KeyboardInterrupt:
         typer.echo("interrupted: the run keeps its last stored state; resume it to go on", err=True)
@@ -126,6 +140,7 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
         error(_explained(exc))
         raise typer.Exit(COMMAND_ERROR) from None
     finally:
+        warnings.showwarning = original
         signal.signal(signal.SIGINT, previous)
         provider = _TRACING.pop("provider", None)
         if provider is not None:

@@ -319,10 +319,16 @@ def reject(
         chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
         _trace()
         record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
-        typer.echo(
-            f"rejected by {by}; now {record.run.status} in '{record.run.state}'; "
-            f"continue with: statechart resume {shlex.quote(run_id)} --db {shlex.quote(str(db))}"
-        )
+        now = f"rejected by {by}; now {record.run.status} in '{record.run.state}'"
+        if record.run.status == "ended":
+            typer.echo(now)
+        elif isinstance(store, PostgresStore):  # the rejection queued it for the workers
+            typer.echo(f"{now}; a worker continues it")
+        else:
+            typer.echo(
+                f"{now}; continue with: statechart resume {shlex.quote(run_id)} "
+                f"--db {shlex.quote(str(db))}"
+            )
         await _close(store)
 
     _run(go)

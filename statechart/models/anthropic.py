@@ -1,8 +1,10 @@
 """Anthropic messages through the official `anthropic` SDK (the `anthropic` extra).
 
 The state's tools and `next_state` are offered with `tool_choice={"type": "any"}` and
-parallel tool use disabled; tool results go back as `tool_result` blocks. Timeouts and
-retries with backoff are the SDK's own (`timeout=`, `max_retries=`).
+parallel tool use disabled; tool results go back as `tool_result` blocks. Each call is
+one request (`max_retries=0`: the SDK does not retry behind the run's back); retry with
+`State(retries=Retry(...))`, so every attempt is an event. `timeout=` is the SDK's HTTP
+timeout.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class AnthropicModel(Priced):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         prices: Mapping[str, Price] | None = None,
         client: Any = None,
     ) -> None:
@@ -46,7 +48,7 @@ class AnthropicModel(Priced):
         except ImportError:
             raise ModelError(
                 "the anthropic adapter needs the anthropic extra: "
-                "pip install 'statechart[anthropic]'"
+                "pip install 'statechart-agents[anthropic]'"
             ) from None
         self.model = model
         self.prices = {**DEFAULT_PRICES, **(prices or {})}

@@ -3,7 +3,9 @@
 Works with OpenAI and any server that speaks its wire format (vLLM, Ollama,
 llama.cpp, LM Studio): give `base_url`, or set `OPENAI_BASE_URL`. The state's tools
 and `next_state` are offered with a required tool choice and no parallel calls;
-timeouts and retries with backoff are the SDK's own (`timeout=`, `max_retries=`).
+each call is one request (`max_retries=0`: the SDK does not retry
+behind the run's back); retry with `State(retries=Retry(...))`, so every attempt is
+an event. `timeout=` is the SDK's HTTP timeout.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class OpenAIModel(Priced):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
         prices: Mapping[str, Price] | None = None,
         client: Any = None,
     ) -> None:
@@ -52,7 +54,7 @@ class OpenAIModel(Priced):
             from openai import AsyncOpenAI
         except ImportError:
             raise ModelError(
-                "the openai adapter needs the openai extra: pip install 'statechart[openai]'"
+                "the openai adapter needs the openai extra: pip install 'statechart-agents[openai]'"
             ) from None
         self.model = model
         self.prices = {**DEFAULT_PRICES, **(prices or {})}

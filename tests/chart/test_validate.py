@@ -12,6 +12,7 @@ from statechart import (
     Decision,
     DuplicateStateError,
     Edge,
+    FieldTypeError,
     MalformedStateNameError,
     MissingBudgetError,
     NoExitError,
@@ -323,7 +324,10 @@ def test_sub_chart_fields_must_be_typed_like_the_root() -> None:
         budget=Budget(max_steps=5),
         states=(State("sub", kind="chart", chart=child, exits={"done": "done"}), DONE),
     )
-    with pytest.raises(UndeclaredFieldError, match="types context field 'ticket_id'"):
+    with pytest.raises(
+        FieldTypeError,
+        match="types context field 'ticket_id' as int, the context around it as str;",
+    ):
         _ = compiled(c)
 
 

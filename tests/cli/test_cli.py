@@ -709,3 +709,41 @@ def test_a_misspelt_input_field_is_one_error_naming_it_and_the_fields_taken(
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("error:")]
     assert "--input names tix" in line and "ticket_id" in line, done.stderr
     assert not (tmp_path / "statechart.db").exists()
+
+
+WARNED = """
+from statechart import Budget, Chart, Edge, State, tool
+
+
+@tool(retry="safe")
+def look(q: str) -> str:
+    return q
+
+
+chart = Chart(
+    "warned",
+    states=(State("work", tools=(look,)), State("done", kind="terminal")),
+    edges=(Edge("work", "done"),{extra}),
+    budget=Budget(max_steps=5),
+)
+"""
+
+
+def test_check_says_a_chart_warning_in_one_line_and_only_the_error_when_it_fails(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "warned.py").write_text(WARNED.format(extra=""))
+    done = cli(tmp_path, "check", f"{tmp_path}/warned.py:chart", code=OK)
+    assert done.stdout.startswith("ok: warned version")
+    assert done.stderr.splitlines() == [
+        "warning: tool 'look' has no description (no docstring, no description=), so the "
+        "model is shown only its name; add a docstring saying what it does",
+        "warning: chart 'warned', state 'work': a model state with neither reads= nor "
+        "instructions= shows the model only its tools and exits; say what it should do",
+    ]
+    (tmp_path / "broken.py").write_text(WARNED.format(extra=' Edge("work", "nowhere")'))
+    done = cli(tmp_path, "check", f"{tmp_path}/broken.py:chart", code=ERROR)
+    assert done.stderr.splitlines() == [
+        "error: chart 'warned', edge work->nowhere: 'nowhere' is not a state of the chart; "
+        "fix the name or add the state"
+    ]

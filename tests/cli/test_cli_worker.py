@@ -338,3 +338,27 @@ def test_submit_refuses_a_chart_file_function_a_worker_would_not_call(tmp_path: 
         assert "names a function; a worker loads only Chart objects" in done.stderr
         with psycopg.connect(dsn) as db:  # nothing stored: not even the schema
             assert db.execute("SELECT to_regclass('runs')").fetchone() == (None,)
+
+
+def test_reject_on_postgres_says_a_worker_continues_the_run(tmp_path: Path) -> None:
+    """On PostgreSQL a rejection queues the run for the workers: the command says so, not
+    `statechart resume` (which a worker would race)."""
+    agents = _agents(tmp_path)
+    with fresh_database() as dsn:
+        env = cli_env(SLOW_APPROVAL="1")
+        run_cli(
+            tmp_path,
+            "run",
+            f"{agents}/slow.py:chart",
+            "--run-id",
+            "r-1",
+            "--db",
+            dsn,
+            code=3,
+            environ=env,
+        )
+        done = run_cli(tmp_path, "reject", "r-1", "--reason", "no", "--db", dsn, environ=env)
+        assert (
+            done.stdout.strip()
+            == "rejected by cli; now running in 'work.think'; a worker continues it"
+        )

@@ -4,7 +4,7 @@ levels of two agents, what a failing child hands back, and replay without mappin
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -14,6 +14,7 @@ from statechart import (
     Chart,
     Decision,
     Edge,
+    FieldTypeError,
     MemoryStore,
     Run,
     ScriptedModel,
@@ -325,8 +326,47 @@ async def test_function_ports_convert_between_types() -> None:
 def test_ports_that_do_not_fit_fail_when_the_chart_is_built(
     ports: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(UndeclaredFieldError, match=message):
+    error = FieldTypeError if "the types differ" in message or "output maps" in message else None
+    with pytest.raises(error or UndeclaredFieldError, match=message):
         ported(**ports)
+
+
+def test_a_port_type_mismatch_names_both_types_as_written() -> None:
+    """A `Literal` (or an optional) is shown as written, not as "Optional"."""
+
+    class Source(BaseModel):
+        level: Literal["low", "high"] | None = None
+
+    class Target(BaseModel):
+        level: str = ""
+
+    def child() -> Chart:
+        return Chart(
+            "child",
+            context=Target,
+            states=(State("x", writes=("level",)), State("done", kind="terminal")),
+            edges=(Edge("x", "done"),),
+        )
+
+    with pytest.raises(FieldTypeError) as found:
+        Chart(
+            "parent",
+            context=Source,
+            budget=Budget(max_steps=5),
+            states=(
+                State(
+                    "sub",
+                    kind="chart",
+                    chart=child,
+                    input={"level": "level"},
+                    exits={"done": "done"},
+                ),
+                State("done", kind="terminal"),
+            ),
+        )
+    assert "Target.level (str) <- Source.level (Optional[Literal['low', 'high']])" in str(
+        found.value
+    )
 
 
 def test_a_shared_context_child_still_needs_the_fields_of_the_level_around_it() -> None:

@@ -45,3 +45,37 @@ def test_show_keeps_an_approvers_edit(tmp_path: Path) -> None:
     (human,) = [e for e in events if e["actor"] == "human"]
     assert "1500" in json.dumps(human), human
     assert "1500" in run_cli(tmp_path, "show", desk).stdout.split("human:cli", 1)[1].splitlines()[0]
+
+
+def test_the_timeline_columns_line_up_under_a_long_actor() -> None:
+    """`human:demo-operator` is wider than the actor column was: the columns follow."""
+    from statechart import Event, Run
+    from statechart.io.audit import render
+
+    run = Run(run_id="r", chart="c", chart_version="v", model="m", state="done")
+    events = [
+        Event(
+            run_id="r",
+            seq=1,
+            time=0.0,
+            source="a.think",
+            target="a.act",
+            trigger="propose",
+            actor="model",
+        ),
+        Event(
+            run_id="r",
+            seq=2,
+            time=0.0,
+            source="a.approve",
+            target="a.act",
+            trigger="approved",
+            actor="human",
+            by="demo-operator",
+        ),
+    ]
+    lines = render(run, events).splitlines()
+    header, first, second = lines[1], lines[2], lines[3]
+    column = header.index("transition")
+    assert first.index("a.think") == second.index("a.approve") == column
+    assert "human:demo-operator" in second

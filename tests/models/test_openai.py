@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from statechart import Budget, Chart, Edge, MemoryStore, State, run_to_end, start, tool
+from statechart import Budget, Chart, Edge, MemoryStore, Retry, State, run_to_end, start, tool
 from statechart.io.loading import load_chart
 from statechart.models.openai import OpenAIModel
 from statechart.models.pricing import Price
@@ -166,6 +167,23 @@ async def test_a_429_is_retried_by_the_sdk_then_succeeds(provider: Provider) -> 
     provider.answer(completion(("c1", "next_state", '{"target": "done"}')))
     end, _ = await drive(provider, retries=2)
     assert end.state == "done" and len(provider.requests) == 2
+
+
+async def test_by_default_each_attempt_is_one_request_and_one_event(provider: Provider) -> None:
+    """The SDK retries nothing by default: a 429 is a failed attempt the run records, and
+    the state's `Retry` makes the next request."""
+    provider.answer({"error": {"message": "slow down", "type": "rate_limit"}}, status=429)
+    provider.answer(completion(("c1", "next_state", '{"target": "done"}')))
+    c = chart()
+    research = replace(c.states[0], retries=Retry(attempts=2, initial=0.01, jitter=0))
+    c = c.replace_state("research", research)
+    store = MemoryStore()
+    m = OpenAIModel("tiny-1", base_url=f"{provider.url}/v1", api_key="test", timeout=10)
+    end = await run_to_end(c, await start(c, store=store, model=m), store=store, model=m)
+    events = await store.events(end.run_id)
+    assert end.state == "done" and len(provider.requests) == 2
+    assert [e.trigger for e in events] == ["retry", "wake", "propose", "go:done"]
+    assert (events[0].error or "").startswith("RateLimitError")
 
 
 async def test_a_500_escalates_with_the_reason(provider: Provider) -> None:
