@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,6 +51,9 @@ bench-breakdown: $(BIN)/python   # about 4 minutes, needs valgrind; where a tran
 
 bench-tracing: $(BIN)/python   # about four minutes; writes benchmarks/results/tracing.json
 	$(BIN)/python benchmarks/tracing.py --repeats 7
+
+bench-threads: $(BIN)/python   # about a minute; a def tool in a worker thread vs inline
+	$(BIN)/python benchmarks/threads.py
 
 bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
 	$(BIN)/python benchmarks/event_table.py

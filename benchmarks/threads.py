@@ -46,7 +46,9 @@ def chart(tool: sc.Tool, steps: int) -> sc.Chart:
     return sc.Chart(
         "threads",
         states=(
-            sc.State("work", tools=(tool,), writes=("note",), max_iterations=steps),
+            sc.State(
+                "work", tools=(tool,), writes=("note",), max_iterations=steps, instructions="Loop."
+            ),
             sc.State("done", kind="terminal"),
         ),
         edges=(sc.Edge("work", "done"),),

@@ -77,3 +77,10 @@ def test_ui_benchmark_runs_small_and_serves_every_page(tmp_path: Path) -> None:
         assert pages <= set(result[store]), result[store]
         assert all(result[store][p]["bytes"] > 1000 for p in pages)
     assert len(result["targets"]) == 2 * len(pages)
+
+
+def test_threads_benchmark_runs_small_and_times_every_kind_of_tool(tmp_path: Path) -> None:
+    result = benchmark("threads.py", "--steps", "20", "--rounds", "1", out=tmp_path / "t.json")
+    kinds = {"def (thread)", "def inline", "async def", "def, 1 thread"}
+    assert set(result["us_per_transition"]) == kinds and result["steps"] == 20
+    assert result["ratio_to_inline"]["def inline"] == 1.0

@@ -290,6 +290,20 @@ class CompiledChart:
             out[path] = out.get(path, ZERO) + usage
         return out
 
+    @cached_property
+    def untimed(self) -> bool:
+        """No call in the chart has a time limit: no timeout anywhere and no wall budget
+        (the driver then skips `deadlines.limit`)."""
+        for node in self.nodes.values():
+            if node.chart.call_timeout is not None:
+                return False
+            state = node.state
+            if state is not None and (
+                state.call_timeout is not None or any(t.timeout for t in state.tools)
+            ):
+                return False
+        return not any("wall_ms" in level.caps for level in self.levels.values())
+
     def rearmed(
         self,
         timers: dict[str, float],

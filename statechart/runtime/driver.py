@@ -104,13 +104,17 @@ async def step(
             else hooks.after_step(before=run, record=woke, started_ns=time.time_ns())
         )
     span = None
-    within = limit(compiled_chart, run, effect)
+    within = None if compiled_chart.untimed else limit(compiled_chart, run, effect)
     if hooks is None:
-        outcome = await _perform(effect, model, within)
+        outcome = await (
+            _perform(effect, model) if within is None else _limited(effect, model, within)
+        )
     else:
         span = hooks.effect_started(run=run, effect=effect)
         try:
-            outcome = await _perform(effect, model, within)
+            outcome = await (
+                _perform(effect, model) if within is None else _limited(effect, model, within)
+            )
         except BaseException as exc:  # cancelled mid-call: the hooks hear of it
             hooks.effect_ended(outcome=exc)
             raise
@@ -123,19 +127,17 @@ async def step(
     return hooks.after_step(before=run, record=record, started_ns=started_ns)
 
 
-async def _perform(effect: Any, model: Model, limit: Limit | None = None) -> Any:
-    """The outcome of the effect's call: its value or the exception it raised, a
-    `CallTimeoutError` when `limit` cut it off."""
-    if limit is None:
-        return await _call(effect, model)
+async def _limited(effect: Any, model: Model, limit: Limit) -> Any:
+    """The outcome of the effect's call, a `CallTimeoutError` when `limit` cut it off."""
     with anyio.move_on_after(limit.seconds) as scope:
-        return await _call(effect, model)
+        return await _perform(effect, model)
     if scope.cancelled_caught:
         return limit.error()
     return None  # pragma: no cover  (the scope only ends early by its deadline)
 
 
-async def _call(effect: Any, model: Model) -> Any:
+async def _perform(effect: Any, model: Model) -> Any:
+    """The outcome of the effect's call: its value, or the exception it raised."""
     try:
         if isinstance(effect, CallModel):
             return checked_reply(await model.complete(effect.request))
@@ -404,14 +406,18 @@ class _Drive:
         effect = plan(self.compiled_chart, run, self.session)
         kind = type(effect)
         outcome: Any = None
-        within = limit(self.compiled_chart, run, effect)
+        within = None if self.compiled_chart.untimed else limit(self.compiled_chart, run, effect)
         if type(effect) is CallModel and within is None:
             try:
                 outcome = checked_reply(await self.model.complete(effect.request))
             except Exception as exc:
                 outcome = exc
         elif kind is RunTool or kind is RunHandler or kind is CallModel:
-            outcome = await _perform(effect, self.model, within)
+            outcome = await (
+                _perform(effect, self.model)
+                if within is None
+                else _limited(effect, self.model, within)
+            )
         elif kind is Wait or kind is Ended or kind is Sleep:
             return None
         wall_ms = self.session.charge_wall(time.monotonic() - started)

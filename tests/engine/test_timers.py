@@ -35,6 +35,8 @@ from statechart import (
 )
 from statechart.engine import compiled
 from statechart.engine.replay import replay
+from statechart.records.run import Run
+from statechart.records.spent import Spent
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).parents[2]
@@ -455,3 +457,53 @@ def test_an_after_edge_is_positive_takes_no_guard_and_counts_in_the_version() ->
         )
     assert Edge("a", "b", after=timedelta(minutes=2)).after == 120.0
     assert _approval_chart(after=1).version != _approval_chart(after=2).version
+
+
+def test_the_timer_steps_are_pure_functions_of_the_clock_they_are_given() -> None:
+    """With a fake clock: an after= edge is not due a millisecond early and is taken at its
+    time; a sleeping run is woken whenever it is told to be, with no clock of its own."""
+    from statechart.engine.timers import due_timer, retry_later, woken
+
+    c = _approval_chart(after=10)
+    tables = compiled(c)
+    run = Run(
+        run_id="r",
+        chart=c.name,
+        chart_version=c.version,
+        model="m",
+        state="review",
+        status="waiting",
+        timers={"review->remind": 1010.0},
+        wake=1010.0,
+    )
+    assert due_timer(tables, run, now=1009.999) is None
+    fired = due_timer(tables, run, now=1010.0)
+    assert fired is not None and fired.run.state == "remind" and fired.event.time == 1010.0
+    assert fired.run.timers == {} and fired.run.wake is None
+    assert replay(tables, run, [fired.event]) == fired.run
+
+    work = _chart(_flaky(0))
+    tables = compiled(work)
+    acting = Run(
+        run_id="r", chart=work.name, chart_version=work.version, model="m", state="work.think"
+    )
+    slept = retry_later(
+        tables,
+        acting,
+        FAST,
+        ConnectionError("down"),
+        2000.0,
+        Spent(steps=1),
+        actor="system",
+        what="the model call in state 'work'",
+    )
+    assert slept is not None and (slept.run.status, slept.run.wake) == ("sleeping", 2000.05)
+    up = woken(tables, slept.run, now=2000.05)
+    assert (up.run.status, up.run.wake, up.run.attempt) == ("running", None, 1)
+    assert replay(tables, acting, [slept.event, up.event]) == up.run
+    assert (
+        retry_later(
+            tables, acting, FAST, KeyboardInterrupt(), 0.0, Spent(), actor="system", what="x"
+        )
+        is None
+    )  # not an Exception: never retried
