@@ -18,6 +18,7 @@ from statechart.engine.effects import (
     Refuse,
     RunHandler,
     RunTool,
+    Sleep,
     TakeNextState,
     Wait,
     calls_cap_refusal,
@@ -42,6 +43,7 @@ from statechart.engine.tables import (
     go,
     status_of,
 )
+from statechart.engine.timers import clock_time, due_timer, retry_later, woken
 from statechart.engine.transition import advance, plan
 
 __all__ = [
@@ -63,14 +65,17 @@ __all__ = [
     "RunOutcome",
     "RunTool",
     "Session",
+    "Sleep",
     "TakeNextState",
     "Transition",
     "Wait",
     "advance",
     "calls_cap_refusal",
     "checked_patch",
+    "clock_time",
     "commit",
     "compiled",
+    "due_timer",
     "entered_at_start",
     "exhaust",
     "first_exhausted",
@@ -81,7 +86,9 @@ __all__ = [
     "plan",
     "repeat_refusal",
     "replay",
+    "retry_later",
     "status_of",
     "try_move",
     "typed_context",
+    "woken",
 ]

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from statechart.engine import clock_time
 from statechart.records.run import Event, Run
 from statechart.records.spent import Spent
 
@@ -84,6 +85,8 @@ def render(run: Run, events: Sequence[Event]) -> str:
     )
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     lines.append(f"now: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
+    for label, due in sorted(run.timers.items(), key=lambda item: item[1]):
+        lines.append(f"timer: {label} fires at {clock_time(due)}")
     lines.append(f"context: {json.dumps(run.context, sort_keys=True)}")
     for scope, values in run.contexts.items():  # ported sub-charts, outermost first
         lines.append(f"context of {scope}: {json.dumps(values, sort_keys=True)}")

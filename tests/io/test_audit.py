@@ -79,3 +79,22 @@ def test_the_timeline_columns_line_up_under_a_long_actor() -> None:
     column = header.index("transition")
     assert first.index("a.think") == second.index("a.approve") == column
     assert "human:demo-operator" in second
+
+
+def test_show_names_a_waiting_runs_armed_timers() -> None:
+    from statechart import Run
+    from statechart.io.audit import render
+
+    run = Run(
+        run_id="r",
+        chart="c",
+        chart_version="v",
+        model="m",
+        state="review",
+        status="waiting",
+        timers={"review->remind": 86400.5},
+        wake=86400.5,
+    )
+    assert render(run, []).splitlines()[-2:-1] == [
+        "timer: review->remind fires at 1970-01-02 00:00:00.500 UTC"
+    ]

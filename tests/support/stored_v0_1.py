@@ -505,7 +505,7 @@ if __name__ == "__main__":
     anyio.run(main, args.sqlite_path, args.json_path, dsn, sql)
 
 
-ADDED = {"wake": None, "attempt": 0, "timeout": None}
+ADDED: dict[str, Any] = {"wake": None, "attempt": 0, "timeout": None, "timers": {}}
 """Fields the records gained after 0.2.0 (issue #28), with their defaults: data written
 before has none of them, and reads back with these values."""
 

@@ -89,15 +89,17 @@ def _budget(draw: st.DrawFn, scale: int, strict: bool = False) -> Budget | None:
         some = draw(st.sampled_from([False, False, True]))
         return draw(st.integers(1, high * scale)) if some else None
 
-    return Budget(
-        max_steps=cap(6),
-        max_model_calls=cap(3),
-        max_tool_calls=cap(3),
-        max_tokens=cap(300),
-        max_output_tokens=cap(150),
-        max_cost_micros=cap(300),
-        strict=strict,
-    )
+    caps = {
+        "max_steps": cap(6),
+        "max_model_calls": cap(3),
+        "max_tool_calls": cap(3),
+        "max_tokens": cap(300),
+        "max_output_tokens": cap(150),
+        "max_cost_micros": cap(300),
+    }
+    if all(value is None for value in caps.values()):
+        return None  # a budget that caps nothing is refused when built
+    return Budget(**caps, strict=strict)
 
 
 @st.composite
@@ -191,9 +193,9 @@ def levels(
         states.append(State(sname, kind=kind, max_visits=visits, **extra))
     states.extend(State(t, kind="terminal") for t in terminals)
     if depth == 3:
-        root = _budget(draw, 4, options.strict) or Budget(strict=options.strict)
+        root = _budget(draw, 4, options.strict)
         steps = draw(st.sampled_from([40, 30, 25, 20, 15, 10, 5, 3, 1]))
-        budget: Budget | None = Budget(max_steps=steps).merged(root)
+        budget: Budget | None = Budget(max_steps=steps, strict=options.strict).merged(root)
     else:
         budget = _budget(draw, 2, options.strict)
     on_exhausted = draw(st.sampled_from([*terminals, ESCALATED, EXHAUSTED]))
