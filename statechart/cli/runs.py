@@ -100,6 +100,11 @@ def _finish(chart: Chart, run: Run, db: str) -> int:
         f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""),
         STYLES[outcome],
     )
+    if run.status == "sleeping" and run.wake is not None:
+        say(
+            f"resume once it is due ({clock_time(run.wake)}): statechart resume "
+            f"{shlex.quote(run.run_id)} --db {shlex.quote(str(db))}"
+        )
     if run.status == "waiting":
         base = os.environ.get("OPENAI_BASE_URL") if run.model.startswith("openai:") else None
         cmd = f"statechart --base-url {shlex.quote(base)}" if base else "statechart"

@@ -122,7 +122,10 @@ def unblock(run_id: str, db: Db = DB_DEFAULT) -> None:
         done = await RunQueue(store).unblock(run_id)
         await _close(store)
         if not done:
-            raise LoadError(f"run {run_id} is not a running run in {db}; nothing to unblock")
+            raise LoadError(
+                f"run {run_id} is not a running, sleeping or waiting run in {db}; "
+                "nothing to unblock"
+            )
         typer.echo(f"run {run_id} is ready for a worker again")
 
     _run(go)

@@ -215,10 +215,11 @@ def _after_tool(
     calls = dict(run.visit.calls)
     calls[tool.name] = calls.get(tool.name, 0) + 1
     if isinstance(outcome, BaseException):
+        cut = isinstance(outcome, CallTimeoutError) and tool.retry in ("never", "reconcile")
         later = retry_later(
             compiled_chart,
             run,
-            tool.retries,
+            None if cut else tool.retries,  # a cut call may still run on: never twice
             outcome,
             now,
             TOOL_STEP if wall is ZERO else TOOL_STEP + wall,

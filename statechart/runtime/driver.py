@@ -105,6 +105,8 @@ async def step(
         )
     span = None
     within = None if compiled_chart.untimed else limit(compiled_chart, run, effect)
+    if within is not None and isinstance(effect, RunTool) and effect.doubt == "reconcile":
+        within = None  # a reconcile hook is asked, not timed: a cut would look like a failure
     if hooks is None:
         outcome = await (
             _perform(effect, model) if within is None else _limited(effect, model, within)
@@ -264,6 +266,8 @@ async def drive_to_end(
         raise
     finally:
         await d.close()
+    if d.cancelled and d.run is not None and last is not None and d.run.seq > last.seq:
+        return d.run  # another writer came first: the run as it left it
     return last
 
 
@@ -372,7 +376,7 @@ class _Drive:
         if run.timers and run.wake is not None:
             fired = due_timer(self.compiled_chart, run, self.clock())
             if fired is not None:  # an `after=` edge whose time has come
-                return await self._stored(self._made(run, fired))
+                return await self._timed(self._made(run, fired))
         if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
         self.in_flight = run.state.endswith(".act")
@@ -407,6 +411,8 @@ class _Drive:
         kind = type(effect)
         outcome: Any = None
         within = None if self.compiled_chart.untimed else limit(self.compiled_chart, run, effect)
+        if within is not None and isinstance(effect, RunTool) and effect.doubt == "reconcile":
+            within = None  # a reconcile hook is asked, not timed: a cut would look like a failure
         if type(effect) is CallModel and within is None:
             try:
                 outcome = checked_reply(await self.model.complete(effect.request))
@@ -434,7 +440,18 @@ class _Drive:
             await anyio.sleep(left)  # the heartbeat renews the lease meanwhile
         if time.monotonic() >= self.due:
             await self.renew()
-        return await self._stored(self._made(run, woken(self.compiled_chart, run, self.clock())))
+        return await self._timed(self._made(run, woken(self.compiled_chart, run, self.clock())))
+
+    async def _timed(self, record: Step) -> Step | None:
+        """Store a timer's step; None when another writer came first and cancelled the
+        run (or decided on it) meanwhile: the drive stops, the run as that writer left it."""
+        try:
+            return await self._stored(record, conflict_told=False)
+        except ConflictError as exc:
+            self._refused(record, exc)
+            self.run = folded(self.chart, await self.store.load(record.run.run_id))
+            self.cancelled = True  # whoever came first decides; a resume continues from it
+            return None
 
     def _made(self, before: Run, record: Step, *, enter: bool = True) -> Step:
         """A record the engine made outside `step()`, shown to the hooks as a step."""

@@ -136,7 +136,9 @@ class Worker:
             log.warning("reading timers failed: %s: %s", type(exc).__name__, exc)
             due = None
         every = self.settings.every
-        return every if due is None else max(0.0, min(every, due - time.time() + 0.005))
+        if due is None or due <= time.time():  # none, or one this worker could not claim
+            return every  # (another version, a live holder, no free slot): poll as usual
+        return min(every, due - time.time() + 0.005)
 
     async def _until(self, stop: anyio.Event) -> None:
         await stop.wait()

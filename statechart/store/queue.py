@@ -29,7 +29,8 @@ WAKE = "(snapshot->>'wake')::float8"
 _RUNNABLE = (
     f"((status = 'running' AND NOT blocked AND next_try <= {NOW} AND "
     f"((lease_holder IS NULL AND ready) OR (lease_holder IS NOT NULL AND lease_expires < {NOW})))"
-    f" OR (status IN ('sleeping', 'waiting') AND NOT blocked AND {WAKE} <= {NOW} AND "
+    f" OR (status IN ('sleeping', 'waiting') AND NOT blocked AND next_try <= {NOW} "
+    f"AND {WAKE} <= {NOW} AND "
     f"(lease_holder IS NULL OR lease_expires < {NOW})))"
 )
 _LIVE_SEQ = (
@@ -201,10 +202,11 @@ class RunQueue:
         refused, the store failed): ready again after the backoff, blocked at its
         `max_tries`-th failure in a row. True if this blocked it."""
         rows = await self._execute(
-            "UPDATE runs SET tries = tries + 1, problem = %(problem)s, ready = TRUE, "
+            "UPDATE runs SET tries = tries + 1, problem = %(problem)s, "
+            "ready = (status = 'running'), "
             f"next_try = {NOW} + least(%(backoff)s * power(2, tries), 3600), "
-            "blocked = tries + 1 >= %(max)s WHERE run_id = %(run)s AND status = 'running' "
-            "RETURNING blocked",
+            "blocked = tries + 1 >= %(max)s WHERE run_id = %(run)s "
+            "AND status IN ('running', 'sleeping', 'waiting') RETURNING blocked",
             {
                 "problem": problem,
                 "backoff": backoff,
@@ -218,7 +220,8 @@ class RunQueue:
         """Clear a run's tries and block and make it ready again (after its chart is fixed)."""
         found = await self._execute(
             "WITH u AS (UPDATE runs SET blocked = FALSE, tries = 0, next_try = 0, "
-            "problem = NULL, ready = TRUE WHERE run_id = %s AND status = 'running' "
+            "problem = NULL, ready = (status = 'running') WHERE run_id = %s "
+            "AND status IN ('running', 'sleeping', 'waiting') "
             "RETURNING run_id) SELECT pg_notify(%s, run_id) FROM u",
             (run_id, CHANNEL),
         )

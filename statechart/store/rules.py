@@ -12,12 +12,14 @@ def written_behind(
     step: Step, lease: Lease | None, status: str, snapshot_seq: int, every: int
 ) -> bool:
     """Whether `step` leaves the runs row as it is: a leased, non-base step that changes
-    no status, fewer than `every` events after the stored snapshot."""
+    no status and no timer (a worker finds due timers by the row), fewer than `every`
+    events after the stored snapshot."""
     return (
         lease is not None
         and not step.base
         and step.run.status == status
         and step.event.seq - snapshot_seq < every
+        and not (step.run.wake is not None and (step.event.entered or step.event.exited))
     )
 
 

@@ -507,3 +507,43 @@ def test_the_timer_steps_are_pure_functions_of_the_clock_they_are_given() -> Non
         )
         is None
     )  # not an Exception: never retried
+
+
+async def test_a_cancel_during_a_backoff_ends_the_drive_quietly() -> None:
+    """Cancelled from elsewhere while the drive sleeps: the wake loses the race for the
+    seq, and the drive stops with the run cancelled, raising nothing."""
+    from statechart import cancel
+
+    flaky = _flaky(5, retries=Retry(attempts=3, initial=0.3, jitter=0))
+    c = _chart(flaky)
+    store = MemoryStore()
+    model = _script(call("flaky", order="A-7"))
+    run = await start(c, store=store, model=model)
+
+    async def cancel_soon() -> None:
+        while (await store.load(run.run_id)).snapshot.status != "sleeping":
+            await anyio.sleep(0.01)
+        await cancel(c, run.run_id, store=store, reason="stop", by="ops")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_soon)
+        end = await run_to_end(c, run, store=store, model=model)
+    assert end.state == "cancelled"
+    assert [e.trigger for e in await store.events(run.run_id)][-1] == "cancel"
+
+
+async def test_a_never_tool_cut_off_by_its_timeout_is_not_tried_again() -> None:
+    """The cut attempt may still finish in its thread: a `never` tool is not run again,
+    its timeout goes to the model."""
+    tried: list[int] = []
+
+    @tool(retry="never", timeout=0.05, retries=FAST)
+    def pay(order: str) -> str:
+        """Pay once, slowly."""
+        tried.append(1)
+        time.sleep(0.3)
+        return "paid"
+
+    end, _, events = await _drive(_chart(pay), _script(call("pay", order="A-7")))
+    assert [e.trigger for e in events][:2] == ["propose", "results"]
+    assert events[1].timeout == 0.05 and tried == [1] and end.state == "done"

@@ -186,7 +186,7 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
     slept = run_cli(
         cwd, "run", f"{agents}/sleepy.py:chart", "--run-id", "sleepy-1", "--db", str(db), code=6
     )
-    assert "sleeping" in slept.stdout
+    assert "sleeping" in slept.stdout and "resume once it is due (20" in slept.stdout
     port = _free_port()
     server = subprocess.Popen(
         [
