@@ -87,9 +87,18 @@ def due_timer(compiled_chart: CompiledChart, run: Run, now: float) -> Step | Non
     cannot make (a cap, a visit limit) escalates with the reason."""
     if run.status in ("sleeping", "ended") or not run.timers or run.wake is None or run.wake > now:
         return None
-    label = min(run.timers.items(), key=lambda item: (item[1], item[0]))[0]
+    armed = {  # a timer the chart no longer has (a migrated run) never fires
+        t.label: t.seconds
+        for label in run.timers
+        for t in compiled_chart.timers.get(label.partition("->")[0], ())
+        if t.label == label
+    }
+    due = sorted((at, label) for label, at in run.timers.items() if label in armed and at <= now)
+    if not due:
+        return None
+    label = due[0][1]
     source, _, target = label.partition("->")
-    seconds = next(t.seconds for t in compiled_chart.timers[source] if t.label == label)
+    seconds = armed[label]
     why = f"state '{source}' was active for {seconds:g} s: its after edge to '{target}' fired"
     found = try_move(compiled_chart, run, target, {}, timed=True)
     if isinstance(found, str):

@@ -547,3 +547,23 @@ async def test_a_never_tool_cut_off_by_its_timeout_is_not_tried_again() -> None:
     end, _, events = await _drive(_chart(pay), _script(call("pay", order="A-7")))
     assert [e.trigger for e in events][:2] == ["propose", "results"]
     assert events[1].timeout == 0.05 and tried == [1] and end.state == "done"
+
+
+def test_a_timer_the_chart_no_longer_has_never_fires() -> None:
+    """A run migrated onto a chart without its `after=` edge keeps a stale timer: it is
+    ignored, not a crash."""
+    from statechart.engine.timers import due_timer
+
+    c = _approval_chart(after=10)
+    without = c.with_edges(Edge("review", "remind"))  # the same edge, no longer timed
+    run = Run(
+        run_id="r",
+        chart=without.name,
+        chart_version=without.version,
+        model="m",
+        state="review",
+        status="waiting",
+        timers={"review->remind": 5.0},
+        wake=5.0,
+    )
+    assert due_timer(compiled(without), run, now=100.0) is None
