@@ -35,6 +35,8 @@ class Limit(Struct, frozen=True, gc=False):
 def limit(compiled_chart: CompiledChart, run: Run, effect: Effect) -> Limit | None:
     """The limit of the call `effect` makes; None when it makes none or has no limit."""
     if isinstance(effect, RunTool):
+        if effect.doubt == "reconcile":
+            return None  # its reconcile hook is asked first: a cut would look like a failure
         key = (run.state, effect.tool.name)
     elif isinstance(effect, (CallModel, RunHandler)):
         key = (run.state, "")

@@ -105,8 +105,6 @@ async def step(
         )
     span = None
     within = None if compiled_chart.untimed else limit(compiled_chart, run, effect)
-    if within is not None and isinstance(effect, RunTool) and effect.doubt == "reconcile":
-        within = None  # a reconcile hook is asked, not timed: a cut would look like a failure
     if hooks is None:
         outcome = await (
             _perform(effect, model) if within is None else _limited(effect, model, within)
@@ -411,8 +409,6 @@ class _Drive:
         kind = type(effect)
         outcome: Any = None
         within = None if self.compiled_chart.untimed else limit(self.compiled_chart, run, effect)
-        if within is not None and isinstance(effect, RunTool) and effect.doubt == "reconcile":
-            within = None  # a reconcile hook is asked, not timed: a cut would look like a failure
         if type(effect) is CallModel and within is None:
             try:
                 outcome = checked_reply(await self.model.complete(effect.request))

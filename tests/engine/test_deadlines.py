@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from statechart import (
@@ -253,3 +254,23 @@ def test_a_timeout_error_names_the_call_and_the_limit() -> None:
     exc = CallTimeoutError("tool 'x' in state 'y'", 2.0, "its timeout")
     assert isinstance(exc, TimeoutError)
     assert str(exc) == "tool 'x' in state 'y' ran past its timeout (2 s) and was cut off"
+
+
+def test_a_call_settled_by_its_reconcile_hook_has_no_limit() -> None:
+    """The hook is asked first; a cut would read as the tool failing."""
+    from statechart.engine.effects import RunTool
+    from statechart.records.messages import ToolCall
+
+    c = _chart(slow)
+    run = Run(run_id="r", chart="timed", chart_version=c.version, model="m", state="work.act")
+    effect = RunTool(
+        call=ToolCall(id="c1", name="slow", arguments={"q": "x"}),
+        tool=slow,
+        arguments={"q": "x"},
+        fingerprint="f",
+        key=None,
+        parsed=slow.parse({"q": "x"}),
+    )
+    found = limit(compiled(c), run, effect)
+    assert found is not None and found.seconds == 0.2
+    assert limit(compiled(c), run, msgspec.structs.replace(effect, doubt="reconcile")) is None
