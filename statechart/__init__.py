@@ -4,6 +4,7 @@ from statechart.chart.budget import Budget
 from statechart.chart.chart import Chart, Decision, Edge, Facts, State
 from statechart.chart.names import ESCALATED, EXHAUSTED
 from statechart.chart.retry import Retry
+from statechart.chart.tool_context import ToolContext
 from statechart.chart.tools import Tool, fingerprint, tool
 from statechart.engine.session import Session
 from statechart.errors import (
@@ -38,12 +39,14 @@ from statechart.errors import (
     UnreachableStateError,
 )
 from statechart.models import (
+    Chunk,
     FunctionModel,
     Message,
     Model,
     Reply,
     Request,
     ScriptedModel,
+    StreamingModel,
     ToolCall,
     ToolSpec,
     Usage,
@@ -51,6 +54,7 @@ from statechart.models import (
     reply,
 )
 from statechart.records.codec import to_dict
+from statechart.records.live import CallStarted, LiveEvent, Progress, RunEnded, RunWaiting, Token
 from statechart.records.record import Record
 from statechart.records.run import Event, QueuedCall, Run, Step, Visit
 from statechart.records.spent import Spent
@@ -67,18 +71,22 @@ from statechart.runtime.api import (
 )
 from statechart.runtime.current import load_run
 from statechart.runtime.driver import drive, load_session, step
+from statechart.runtime.live import LiveStream
 from statechart.runtime.threads import set_thread_limit
+from statechart.runtime.watch import watch
 from statechart.store import Intent, Lease, Loaded, MemoryStore, SQLiteStore, Store
 
 __all__ = [
     "ESCALATED",
     "EXHAUSTED",
     "Budget",
+    "CallStarted",
     "CallTimeoutError",
     "Chart",
     "ChartChangedError",
     "ChartError",
     "ChartWarning",
+    "Chunk",
     "ConflictError",
     "CorruptRowError",
     "Decision",
@@ -94,6 +102,8 @@ __all__ = [
     "Lease",
     "LeaseHeldError",
     "LeaseLostError",
+    "LiveEvent",
+    "LiveStream",
     "Loaded",
     "MalformedStateNameError",
     "MemoryStore",
@@ -104,17 +114,20 @@ __all__ = [
     "NoExitError",
     "NoTerminalStateError",
     "NotWaitingError",
+    "Progress",
     "QueuedCall",
     "Record",
     "Reply",
     "Request",
     "Retry",
     "Run",
+    "RunEnded",
     "RunEndedError",
     "RunError",
     "RunNotFoundError",
     "RunPage",
     "RunSummary",
+    "RunWaiting",
     "SQLiteStore",
     "SchemaVersionError",
     "ScriptedModel",
@@ -125,8 +138,11 @@ __all__ = [
     "Step",
     "Store",
     "StoreError",
+    "StreamingModel",
+    "Token",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolDefinitionError",
     "ToolSpec",
     "UncappedCycleError",
@@ -153,4 +169,5 @@ __all__ = [
     "step",
     "to_dict",
     "tool",
+    "watch",
 ]

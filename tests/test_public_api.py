@@ -5,6 +5,17 @@ from __future__ import annotations
 import statechart
 
 PUBLIC = [
+    "CallStarted",
+    "Chunk",
+    "LiveEvent",
+    "LiveStream",
+    "Progress",
+    "RunEnded",
+    "RunWaiting",
+    "StreamingModel",
+    "Token",
+    "ToolContext",
+    "watch",
     "Budget",
     "Chart",
     "ChartError",

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ValidationError, create_model
 
 from statechart.chart.retry import Retry
+from statechart.chart.tool_context import ToolContext
 from statechart.errors import ChartError, ChartWarning, ToolArgumentsError, ToolDefinitionError
 from statechart.records.messages import ToolCall
 from statechart.records.run import CheckedCall
@@ -91,9 +92,12 @@ class Tool:
     None: a failed call's error goes to the model at once."""
     threaded: bool = field(default=False, init=False, repr=False, compare=False)
     """The driver runs `fn` in a worker thread: it is sync and not `inline`."""
+    context_parameter: str | None = field(default=None, init=False, repr=False, compare=False)
+    """The parameter of `fn` annotated `ToolContext`, if any (the runtime passes it)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threaded", not self.inline and not asynchronous(self.fn))
+        object.__setattr__(self, "context_parameter", context_parameter(self.fn))
         if self.timeout is not None:
             object.__setattr__(
                 self,
@@ -101,12 +105,16 @@ class Tool:
                 positive_seconds(f"tool '{self.name}'", self.timeout, ToolDefinitionError),
             )
 
-    def keywords(self, arguments: BaseModel, key: str | None = None) -> dict[str, Any]:
-        """The keyword arguments `fn` is called with: the typed fields, and the idempotency
-        key when the tool is keyed."""
+    def keywords(
+        self, arguments: BaseModel, key: str | None = None, context: ToolContext | None = None
+    ) -> dict[str, Any]:
+        """The keyword arguments `fn` is called with: the typed fields, the idempotency
+        key when the tool is keyed, and its `ToolContext` when it takes one."""
         kwargs = dict(arguments.__dict__)  # its fields by name (extras, private values apart)
         if self.retry == "keyed":
             kwargs[KEY_PARAMETER] = key
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = context or ToolContext(tool=self.name)
         return kwargs
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -124,11 +132,17 @@ class Tool:
             raise ToolArgumentsError(self.name, exc) from None
         return parsed
 
-    async def invoke(self, arguments: dict[str, Any] | BaseModel, key: str | None = None) -> Any:
-        """Run the tool with its typed arguments (and its idempotency key when keyed), on
-        the calling thread: the driver runs a `threaded` tool in a worker thread instead."""
+    async def invoke(
+        self,
+        arguments: dict[str, Any] | BaseModel,
+        key: str | None = None,
+        context: ToolContext | None = None,
+    ) -> Any:
+        """Run the tool with its typed arguments (its idempotency key when keyed, its
+        `ToolContext` when it takes one), on the calling thread: the driver runs a
+        `threaded` tool in a worker thread instead."""
         parsed = arguments if isinstance(arguments, BaseModel) else self.parse(arguments)
-        out = self.fn(**self.keywords(parsed, key))
+        out = self.fn(**self.keywords(parsed, key, context))
         if type(out) not in _PLAIN and inspect.isawaitable(out):
             out = await out
         return out
@@ -260,6 +274,17 @@ def tool(
     return wrap
 
 
+def context_parameter(fn: Callable[..., Any]) -> str | None:
+    """The name of `fn`'s parameter annotated `ToolContext`, if it has one."""
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        return None
+    return next(
+        (name for name, hint in hints.items() if hint is ToolContext and name != "return"), None
+    )
+
+
 def asynchronous(fn: Callable[..., Any]) -> bool:
     """Whether `fn` is a coroutine function (or an object whose `__call__` is one)."""
     if inspect.iscoroutinefunction(fn):
@@ -293,7 +318,7 @@ def _args_model(tool_name: str, fn: Callable[..., Any], *, keyed: bool) -> type[
         raise ToolDefinitionError(f"tool '{tool_name}': cannot read type hints: {exc}") from exc
     fields: dict[str, Any] = {}
     for pname, param in sig.parameters.items():
-        if pname == KEY_PARAMETER and keyed:
+        if (pname == KEY_PARAMETER and keyed) or hints.get(pname) is ToolContext:
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError(

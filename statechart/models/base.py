@@ -1,10 +1,12 @@
-"""The `Model` protocol: anything that answers a `Request` with a `Reply`."""
+"""The `Model` protocol: anything that answers a `Request` with a `Reply`; and
+`StreamingModel`, one that can also send the reply in pieces as it is written."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from statechart.records.messages import Reply, Request
+from statechart.records.messages import Chunk, Reply, Request
 
 
 @runtime_checkable
@@ -43,4 +45,45 @@ class Model(Protocol):
 
     async def complete(self, request: Request) -> Reply:
         """Answer one request."""
+        ...
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A `Model` that can also stream: `stream(request)` yields `Chunk`s as the reply is
+    written, then the whole `Reply` last.
+
+    The driver streams only when someone watches the run (`statechart.watch`, `on=`);
+    otherwise it calls `complete`. The chunks are shown, never stored: the final reply
+    is what the step records, so it must hold all the chunks said (and the usage).
+
+    Example:
+        ```python
+        from collections.abc import AsyncIterator
+
+        from statechart import Chunk, Reply, Request, StreamingModel, Usage, call
+
+
+        class Echo:
+            "Says where it is, word by word, then leaves."
+
+            spec = "echo"
+
+            async def complete(self, request: Request) -> Reply:
+                return Reply(content=f"in {request.state}",
+                             tool_calls=(call("next_state", target="done"),), usage=Usage())
+
+            async def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+                whole = await self.complete(request)
+                for word in ("in ", request.state):
+                    yield Chunk(text=word)
+                yield whole
+
+
+        assert isinstance(Echo(), StreamingModel)
+        ```
+    """
+
+    def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+        """Answer one request in pieces: its `Chunk`s as they come, then the `Reply`."""
         ...

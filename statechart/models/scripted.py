@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
+
+import anyio
+import anyio.lowlevel
 
 from statechart.errors import ModelError
 from statechart.records.estimate import Price
-from statechart.records.messages import Reply, Request, ToolCall, Usage
+from statechart.records.messages import Chunk, Reply, Request, ToolCall, Usage
 
 _ids = itertools.count(1)
 
@@ -84,13 +89,20 @@ class ScriptedModel:
     """
 
     def __init__(
-        self, replies: Iterable[Reply], spec: str = "scripted", price: Price | None = None
+        self,
+        replies: Iterable[Reply],
+        spec: str = "scripted",
+        price: Price | None = None,
+        *,
+        chunk_delay: float = 0.0,
     ) -> None:
         self._replies = list(replies)
         self._next = 0
         self._spec = spec
         self.price = price
         """What a call costs, for strict cost caps (the replies carry their own usage)."""
+        self.chunk_delay = chunk_delay
+        """Seconds between the chunks of a streamed reply (a demo that looks live)."""
         self.requests: list[Request] = []
         """Every request received, in order: what the model was shown."""
 
@@ -115,6 +127,40 @@ class ScriptedModel:
         out = self._replies[self._next]
         self._next += 1
         return out
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+        """The next reply of the script in chunks (text by word, arguments by a few
+        characters), then whole; the event loop runs between chunks."""
+        async for piece in streamed(await self.complete(request), self.chunk_delay):
+            yield piece
+
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+ARGUMENT_PIECE = 16
+"""Characters of a call's JSON arguments per streamed chunk."""
+
+
+def pieces(answer: Reply) -> Iterator[Chunk]:
+    """`answer` as a provider would stream it: its text word by word, then each call's
+    JSON arguments a few characters at a time."""
+    for word in _WORDS.findall(answer.content):
+        yield Chunk(text=word)
+    for c in answer.tool_calls:
+        raw = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+        for at in range(0, len(raw), ARGUMENT_PIECE):
+            yield Chunk(text=raw[at : at + ARGUMENT_PIECE], call_id=c.id, tool=c.name)
+
+
+async def streamed(answer: Reply, delay: float) -> AsyncIterator[Chunk | Reply]:
+    """Yield `answer`'s pieces, letting the event loop run between them (sleeping
+    `delay` seconds when it is set), then `answer`."""
+    for chunk in pieces(answer):
+        yield chunk
+        if delay:
+            await anyio.sleep(delay)
+        else:
+            await anyio.lowlevel.checkpoint()
+    yield answer
 
 
 Policy = Callable[[Request], Reply | Awaitable[Reply]]
@@ -161,11 +207,20 @@ class FunctionModel:
         ```
     """
 
-    def __init__(self, policy: Policy, spec: str = "function", price: Price | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        spec: str = "function",
+        price: Price | None = None,
+        *,
+        chunk_delay: float = 0.0,
+    ) -> None:
         self._policy = policy
         self._spec = spec
         self.price = price
         """What a call costs, for strict cost caps (the policy's replies carry usage)."""
+        self.chunk_delay = chunk_delay
+        """Seconds between the chunks of a streamed reply."""
         self.requests: list[Request] = []
         """Every request received, in order: what the policy was shown."""
 
@@ -188,3 +243,8 @@ class FunctionModel:
                 "not a Reply"
             )
         return out
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+        """The policy's reply in chunks, then whole (as `ScriptedModel.stream`)."""
+        async for piece in streamed(await self.complete(request), self.chunk_delay):
+            yield piece

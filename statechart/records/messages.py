@@ -1,4 +1,5 @@
-"""The provider-independent transcript format: tool calls, messages, requests, replies.
+"""The provider-independent transcript format: tool calls, messages, requests, replies,
+and the chunks a streamed reply arrives in.
 
 Adapters translate these records to and from a provider's wire format, so a
 run (or a fork of it) can switch models between steps.
@@ -179,3 +180,26 @@ class Reply(Record, frozen=True):
     finish_reason: str = ""
     """Why the model stopped, as the provider says it (`stop`, `tool_calls`, ...); "" when
     it did not say."""
+
+
+class Chunk(Record, frozen=True):
+    """A piece of a reply as it streams: text, or part of a tool call's JSON arguments.
+
+    A streaming model (`Model.stream`) yields these, then the whole `Reply`. They are
+    shown to observers as they arrive and never stored: the reply is the truth.
+
+    Example:
+        ```python
+        from statechart import Chunk
+
+        said = Chunk(text="Looking ")
+        asking = Chunk(text='{"query": "ref', call_id="c1", tool="search_kb")
+        ```
+    """
+
+    text: str
+    """The new text: words of the reply, or characters of a call's JSON arguments."""
+    call_id: str = ""
+    """The tool call whose arguments this is part of; "" for the reply's text."""
+    tool: str = ""
+    """The tool that call names (`next_state` included), when `call_id` is set."""

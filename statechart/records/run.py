@@ -7,7 +7,7 @@ live in the store's own append-only tables.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from msgspec.structs import replace
 
@@ -298,6 +298,9 @@ class Step(Record, frozen=True):
             print(record.event.seq, record.event.trigger, record.refused or "", record.spent.tokens)
         ```
     """
+
+    kind: ClassVar[str] = "step"
+    """What a live stream calls it (`statechart.watch`): a stored transition."""
 
     run: Run
     """The run after this step."""

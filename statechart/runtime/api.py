@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -23,6 +23,7 @@ from statechart.errors import EventLoopRunningError, RunNotFoundError
 from statechart.io.loading import source_of
 from statechart.models.base import Model
 from statechart.models.registry import from_spec
+from statechart.records.live import LiveEvent
 from statechart.records.run import Run, Visit
 from statechart.runtime import lineage
 from statechart.runtime.current import load_run
@@ -126,6 +127,7 @@ async def run_to_end(
     holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
     max_sleep: float = DEFAULT_MAX_SLEEP,
+    on: Callable[[LiveEvent], Any] | None = None,
 ) -> Run:
     """Drive until the run waits for a human or ends.
 
@@ -139,6 +141,8 @@ async def run_to_end(
         lease_ttl: Seconds another driver waits before taking over a dead holder's run.
         max_sleep: A failed call's next attempt due within this many seconds is waited for
             here; a later one returns the run `sleeping` (`resume` it when it is due).
+        on: Told each call as it starts, a model's reply as it streams, a tool's progress,
+            each stored step and the run waiting or ending (see `watch`).
 
     Returns:
         The last snapshot: `waiting` (approve or reject it, then `resume`), `ended`, or
@@ -166,6 +170,7 @@ async def run_to_end(
         holder=holder,
         lease_ttl=lease_ttl,
         max_sleep=max_sleep,
+        on=on,
     )
     return last if last is not None else await load_run(chart, run_id, store=store)
 
@@ -181,6 +186,7 @@ async def resume(
     holder: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
     max_sleep: float = DEFAULT_MAX_SLEEP,
+    on: Callable[[LiveEvent], Any] | None = None,
 ) -> Run:
     """Continue a stored run from its exact state until it waits or ends.
 
@@ -197,6 +203,7 @@ async def resume(
         holder: The lease holder's name.
         lease_ttl: Seconds another driver waits before taking over.
         max_sleep: A sleeping run due within this many seconds is woken here.
+        on: Told of the run live, as `run_to_end`'s `on`.
 
     Returns:
         The last snapshot, `waiting`, `sleeping` or `ended`.
@@ -214,9 +221,7 @@ async def resume(
         ```
     """
     if model is None:
-        loaded = await store.load(run_id)
-        spec = next((e.model for e in reversed(loaded.tail) if e.model is not None), None)
-        model = from_spec(spec or loaded.snapshot.model, run_id)
+        model = await recorded_model(store, run_id)
     last = await drive_to_end(
         chart,
         run_id,
@@ -228,8 +233,16 @@ async def resume(
         resuming=True,
         migrate=migrate,
         max_sleep=max_sleep,
+        on=on,
     )
     return last if last is not None else await load_run(chart, run_id, store=store)
+
+
+async def recorded_model(store: Store, run_id: str) -> Model:
+    """The model a stored run last used, recreated from its spec."""
+    loaded = await store.load(run_id)
+    spec = next((e.model for e in reversed(loaded.tail) if e.model is not None), None)
+    return from_spec(spec or loaded.snapshot.model, run_id)
 
 
 async def fork(

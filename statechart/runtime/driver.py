@@ -12,7 +12,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ import anyio
 from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED
+from statechart.chart.tool_context import ToolContext
 from statechart.engine import recovery as resuming_
 from statechart.engine.calls import open_call
 from statechart.engine.deadlines import Limit, limit
@@ -44,11 +45,13 @@ from statechart.errors import ConflictError, UnpricedModelError
 from statechart.models.base import Model
 from statechart.records.codec import checked_reply
 from statechart.records.estimate import Price
+from statechart.records.live import LiveEvent
 from statechart.records.run import Run, Step
 from statechart.runtime import heartbeat, lineage, threads
 from statechart.runtime.current import current as folded
 from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
+from statechart.runtime.live import Callback, Observer, Sink
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
@@ -79,6 +82,19 @@ async def step(
     Returns:
         The record of the transition (event, run after it, transcript delta), or None.
     """
+    return await _stepped(chart, run, model, session, clock, hooks, None)
+
+
+async def _stepped(
+    chart: Chart,
+    run: Run,
+    model: Model,
+    session: Session,
+    clock: Clock,
+    hooks: StepHooks | None,
+    observer: Observer | None,
+) -> Step | None:
+    """`step()`, its call told to `observer` (a streamed reply, a tool's progress)."""
     compiled_chart = compiled(chart)
     started = time.monotonic()
     if hooks is not None:
@@ -106,15 +122,21 @@ async def step(
     span = None
     within = None if compiled_chart.untimed else limit(compiled_chart, run, effect)
     if hooks is None:
-        outcome = await (
-            _perform(effect, model) if within is None else _limited(effect, model, within)
+        call = (
+            _perform(effect, model)
+            if observer is None
+            else _observed(effect, model, observer, run, None)
         )
+        outcome = await (call if within is None else _limited(call, within))
     else:
         span = hooks.effect_started(run=run, effect=effect)
+        call = (
+            _perform(effect, model)
+            if observer is None
+            else _observed(effect, model, observer, run, hooks)
+        )
         try:
-            outcome = await (
-                _perform(effect, model) if within is None else _limited(effect, model, within)
-            )
+            outcome = await (call if within is None else _limited(call, within))
         except BaseException as exc:  # cancelled mid-call: the hooks hear of it
             hooks.effect_ended(outcome=exc)
             raise
@@ -127,16 +149,36 @@ async def step(
     return hooks.after_step(before=run, record=record, started_ns=started_ns)
 
 
-async def _limited(effect: Any, model: Model, limit: Limit) -> Any:
-    """The outcome of the effect's call, a `CallTimeoutError` when `limit` cut it off."""
+async def _limited(call: Awaitable[Any], limit: Limit) -> Any:
+    """The outcome of the effect's `call`, a `CallTimeoutError` when `limit` cut it off."""
     with anyio.move_on_after(limit.seconds) as scope:
-        return await _perform(effect, model)
+        return await call
     if scope.cancelled_caught:
         return limit.error()
     return None  # pragma: no cover  (the scope only ends early by its deadline)
 
 
-async def _perform(effect: Any, model: Model) -> Any:
+async def _observed(
+    effect: Any, model: Model, observer: Observer, run: Run, hooks: StepHooks | None
+) -> Any:
+    """`_perform`, watched: the call told to the observer as it starts, a model's reply
+    streamed (when the model can) and a tool given a `ToolContext` that reports progress."""
+    call_id = observer.started(run, effect)
+    kind = type(effect)
+    if kind is CallModel and hasattr(model, "stream"):
+        try:
+            first = getattr(hooks, "first_chunk", None)
+            return checked_reply(
+                await observer.streamed(model, effect.request, run, call_id, first)
+            )
+        except Exception as exc:
+            return exc
+    if kind is RunTool and effect.tool.context_parameter is not None:
+        return await _perform(effect, model, observer.tool_context(run, effect, call_id))
+    return await _perform(effect, model)
+
+
+async def _perform(effect: Any, model: Model, context: ToolContext | None = None) -> Any:
     """The outcome of the effect's call: its value, or the exception it raised."""
     try:
         if isinstance(effect, CallModel):
@@ -151,9 +193,11 @@ async def _perform(effect: Any, model: Model) -> Any:
                 if found is not None:
                     return Reconciled(found)
             if tool.threaded:
-                out = await threads.call(tool.fn, **tool.keywords(effect.parsed, effect.key))
+                out = await threads.call(
+                    tool.fn, **tool.keywords(effect.parsed, effect.key, context)
+                )
             else:
-                out = await tool.invoke(effect.parsed, effect.key)
+                out = await tool.invoke(effect.parsed, effect.key, context)
             failpoints.hit("tool.returned")
             return out
         if isinstance(effect, RunHandler):
@@ -181,6 +225,7 @@ async def drive(
     resuming: bool = False,
     migrate: Migration | None = None,
     max_sleep: float = DEFAULT_MAX_SLEEP,
+    on: Callable[[LiveEvent], Any] | Sink | None = None,
 ) -> AsyncGenerator[Step, None]:
     """Step the run until it waits or ends, storing and yielding each transition's record.
 
@@ -193,6 +238,9 @@ async def drive(
     that is due within `max_sleep` seconds; a later one ends the drive, the run `sleeping`
     (resume it when it is due, or let a worker).
     Close the iterator (`contextlib.aclosing`) when you stop early, to release the lease.
+    With `on=`, a function (or a `watch` stream) is told each call as it starts, a model's
+    reply as it streams, a tool's progress, each stored step and the run waiting or
+    ending (`statechart.records.live`).
 
     Yields:
         The record of every transition, once it is stored.
@@ -202,6 +250,7 @@ async def drive(
     # a takeover not yet recorded keeps the lease looking abandoned (`dirty`)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
     d.max_sleep = max_sleep
+    d.observer = observer(on, lease)
     heartbeat.join(d)
     try:
         async for opening in d.prelude(run_id, resuming, migrate):
@@ -209,6 +258,8 @@ async def drive(
         d.dirty = False
         while (record := await d.next()) is not None:
             yield record
+        if d.observer is not None:
+            await d.observer.stopped(d.run)
     except BaseException as exc:
         if not isinstance(exc, GeneratorExit):  # closing the iterator early is no failure
             d.failure = exc
@@ -231,6 +282,7 @@ async def drive_to_end(
     migrate: Migration | None = None,
     lease: Lease | None = None,
     max_sleep: float = DEFAULT_MAX_SLEEP,
+    on: Callable[[LiveEvent], Any] | Sink | None = None,
 ) -> Run | None:
     """`drive` until the run waits or ends (or `each(record)` returns True); the run after
     the last stored step, or None when nothing was stepped. The same as iterating `drive`,
@@ -240,6 +292,7 @@ async def drive_to_end(
         lease = await store.acquire(run_id, holder or default_holder(), lease_ttl)
     d = _Drive(chart, compiled(chart), store, model, clock, lease, dirty=lease.took_over)
     d.max_sleep = max_sleep
+    d.observer = observer(on, lease)
     heartbeat.join(d)
     last: Run | None = None
     told = False  # `each` raising is the caller's stop, not the drive's failure
@@ -258,6 +311,9 @@ async def drive_to_end(
             if each is not None and each(record):
                 break
             told = False
+        else:
+            if d.observer is not None:
+                await d.observer.stopped(d.run)
     except BaseException as exc:
         if not told:
             d.failure = exc
@@ -287,6 +343,8 @@ class _Drive:
     session: Session = field(default_factory=Session)
     trace: tracing.RunTrace | None = None
     hooks: StepHooks | None = None
+    observer: Observer | None = None
+    """Told of each call, streamed token, progress report and stored step (`on=`)."""
     failure: BaseException | None = None
     cancelled: bool = False
     """Set once another writer cancelled the run: nothing more is stepped."""
@@ -378,16 +436,11 @@ class _Drive:
         if time.monotonic() >= self.due:  # steps with no I/O never yield to the heartbeat
             await self.renew()
         self.in_flight = run.state.endswith(".act")
-        if self.hooks is None:
+        if self.hooks is None and self.observer is None:
             record = await self._step(run)
         else:
-            record = await step(
-                self.chart,
-                run,
-                model=self.model,
-                session=self.session,
-                clock=self.clock,
-                hooks=self.hooks,
+            record = await _stepped(
+                self.chart, run, self.model, self.session, self.clock, self.hooks, self.observer
             )
         if record is None:
             self.in_flight = False
@@ -415,11 +468,8 @@ class _Drive:
             except Exception as exc:
                 outcome = exc
         elif kind is RunTool or kind is RunHandler or kind is CallModel:
-            outcome = await (
-                _perform(effect, self.model)
-                if within is None
-                else _limited(effect, self.model, within)
-            )
+            call = _perform(effect, self.model)
+            outcome = await (call if within is None else _limited(call, within))
         elif kind is Wait or kind is Ended or kind is Sleep:
             return None
         wall_ms = self.session.charge_wall(time.monotonic() - started)
@@ -471,6 +521,8 @@ class _Drive:
             self.hooks.step_stored(record=record)
         self.session.absorb(self.run, record)
         self.run = record.run
+        if self.observer is not None:
+            await self.observer.sink.put(record)
         return record
 
     def _refused(self, record: Step, error: BaseException) -> None:
@@ -535,6 +587,15 @@ def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Cloc
     ):
         return resuming_.takeover(compiled_chart, run, lease.previous, now=clock())
     return None
+
+
+def observer(on: Callable[[LiveEvent], Any] | Sink | None, lease: Lease) -> Observer | None:
+    """What a drive tells `on` (a function or a sink), if anything; a call a dead
+    holder had started is told as started `again`."""
+    if on is None:
+        return None
+    sink = on if hasattr(on, "put") and hasattr(on, "emit") else Callback(on)
+    return Observer(sink, lease.previous_seq if lease.took_over else None)
 
 
 def default_holder() -> str:

@@ -2,7 +2,8 @@
 (tracing today) stay out of the driver's loop.
 
 One transition calls them in this order: `before_step` (the run as it is), then
-`effect_started` / `effect_ended` around what the step does (a model call, a tool call,
+`effect_started` / `effect_ended` around what the step does (with `first_chunk` between
+them when a watched model call streams) (a model call, a tool call,
 a handler, or a decision with no I/O; `effect_started` may return the id of the span
 that traces the transition, which the engine writes into its event), `after_step` with
 the record the engine made (the hooks may return it stamped, e.g. with a span id, for a
@@ -28,6 +29,9 @@ class StepHooks(Protocol):
         """The step's effect (model call, tool call, handler, or a decision with no I/O)
         is about to be performed; return the id of the span that traces the transition
         (written into its event), or None."""
+
+    def first_chunk(self, seconds: float) -> None:
+        """A streamed model reply's first chunk came `seconds` after the call began."""
 
     def effect_ended(self, *, outcome: Any) -> None:
         """The effect returned `outcome` (a reply, a result, or the exception it raised)."""

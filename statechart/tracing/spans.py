@@ -35,6 +35,7 @@ from statechart.tracing.attributes import (
     GEN_AI_REQUEST_MODEL,
     GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_MODEL,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_ID,
     GEN_AI_TOOL_CALL_RESULT,
@@ -203,6 +204,11 @@ class RunTrace:
             return None
         self._span_id = format(span.get_span_context().span_id, "016x")
         return self._span_id
+
+    def first_chunk(self, seconds: float) -> None:
+        """Time to the first chunk of a streamed reply, on the `chat` span."""
+        if self._span is not None:
+            self._span.set_attribute(GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, seconds)
 
     def effect_ended(self, *, outcome: Any) -> None:
         """Keep what came back for the span; a step cut off (cancelled) ends it here."""

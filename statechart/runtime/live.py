@@ -1,0 +1,284 @@
+"""Live observers of a drive: where its events go (`Sink`), the bounded buffer that
+`watch` reads (`LiveStream`), and what one drive tells them (`Observer`).
+
+Only the stored step is the truth; tokens and progress are shown once and may be
+coalesced. The driver never waits for an observer except to hand over a step (or the
+run waiting or ending) when the buffer is full: a slow consumer slows the run only past
+a bounded buffer, and tokens never fill it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+import anyio
+import anyio.from_thread
+from msgspec.structs import replace
+
+from statechart.chart.tool_context import ToolContext
+from statechart.engine.effects import CallModel, RunHandler, RunTool
+from statechart.records.live import (
+    CallStarted,
+    LiveEvent,
+    Progress,
+    RunEnded,
+    RunWaiting,
+    Token,
+)
+from statechart.records.messages import Chunk, Reply, Request
+from statechart.records.run import Run
+
+DEFAULT_BUFFER = 256
+"""Events a `watch` stream holds for a slow consumer before the run waits for it."""
+
+
+class Sink(Protocol):
+    """Where a drive's live events go."""
+
+    def emit(self, event: LiveEvent) -> None:
+        """A call started, a token, a tool's progress: never waits."""
+
+    async def put(self, event: LiveEvent) -> None:
+        """A stored step, or the run waiting or ending: may wait for room."""
+
+
+class Callback:
+    """The sink of `on=`: each event passed to a function (its awaitable, if it returns
+    one for a step or the run waiting or ending, is awaited)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[LiveEvent], Any]) -> None:
+        self.fn = fn
+
+    def emit(self, event: LiveEvent) -> None:
+        self.fn(event)
+
+    async def put(self, event: LiveEvent) -> None:
+        out = self.fn(event)
+        if inspect.isawaitable(out):
+            await out
+
+
+class LiveStream:
+    """The events of one watched run, in order, for one consumer (`async for`).
+
+    Holds at most `size` events before the run waits for the consumer (a step is never
+    dropped); tokens of one call, and progress reports of one call, arriving while the
+    consumer is behind are joined into the one still waiting. Once the consumer closes
+    it, events are dropped and the run goes on unobserved.
+    """
+
+    def __init__(self, size: int = DEFAULT_BUFFER) -> None:
+        if size < 1:
+            raise ValueError(f"a live buffer of {size} events holds nothing; give at least 1")
+        self.size = size
+        self._items: deque[LiveEvent] = deque()
+        self._waker: anyio.Event | None = None
+        self._room: anyio.Event | None = None
+        self._done = False
+        self._error: BaseException | None = None
+        self.closed = False
+        """True once the consumer closed the stream: the run goes on unobserved."""
+        self.run: Run | None = None
+        """The run once the drive stopped (`watch` sets it)."""
+
+    @property
+    def finished(self) -> bool:
+        """The drive stopped: no event will come after those held."""
+        return self._done
+
+    def emit(self, event: LiveEvent) -> None:
+        if self.closed:
+            return
+        items = self._items
+        if items:
+            last = items[-1]
+            kind = type(event)
+            if kind is Token and type(last) is Token:
+                if last.call_id == event.call_id and last.tool_call_id == event.tool_call_id:  # type: ignore[union-attr]
+                    items[-1] = replace(last, text=last.text + event.text)  # type: ignore[union-attr]
+                    return
+            elif kind is Progress and type(last) is Progress and last.call_id == event.call_id:  # type: ignore[union-attr]
+                items[-1] = event
+                return
+        items.append(event)
+        if self._waker is not None:
+            self._waker.set()
+            self._waker = None
+
+    async def put(self, event: LiveEvent) -> None:
+        while not self.closed and len(self._items) >= self.size:
+            self._room = self._room or anyio.Event()
+            await self._room.wait()
+        self.emit(event)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """No more events: the drive ended (with `error` if it failed)."""
+        self._done, self._error = True, error
+        if self._waker is not None:
+            self._waker.set()
+            self._waker = None
+
+    def raise_unseen(self) -> None:
+        """Raise the drive's failure if the consumer never read it."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def close(self) -> None:
+        """The consumer stops reading: drop what is held and never hold the run again."""
+        self.closed = True
+        self._items.clear()
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+
+    def __aiter__(self) -> AsyncIterator[LiveEvent]:
+        return self
+
+    async def __anext__(self) -> LiveEvent:
+        items = self._items
+        while not items:
+            if self._done or self.closed:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                raise StopAsyncIteration
+            self._waker = anyio.Event()
+            await self._waker.wait()
+        event = items.popleft()
+        if self._room is not None and len(items) < self.size:
+            self._room.set()
+            self._room = None
+        return event
+
+    async def aclose(self) -> None:
+        """Stop reading (what `break` out of `async for` does not do by itself)."""
+        self.close()
+
+
+class Observer:
+    """What one drive tells its sink: each call as it starts, a streamed reply's chunks,
+    a tool's progress, and the run waiting or ending."""
+
+    __slots__ = ("_loop_thread", "again", "sink")
+
+    def __init__(self, sink: Sink, again: int | None = None) -> None:
+        self.sink = sink
+        self.again = again
+        """The seq whose call a dead drive had started (a takeover): said once, then None."""
+        self._loop_thread = threading.get_ident()
+
+    def started(self, run: Run, effect: Any) -> str:
+        """Tell the sink the effect's call begins; the call's id ("" for no call)."""
+        kind = type(effect)
+        seq = run.seq + 1
+        if kind is CallModel:
+            what, name, call_id = "model", "", f"{run.run_id}:{seq}"
+        elif kind is RunTool:
+            what, name, call_id = "tool", effect.tool.name, effect.call.id
+        elif kind is RunHandler:
+            what, name, call_id = "handler", effect.state.name, f"{run.run_id}:{seq}"
+        else:
+            return ""
+        again = self.again == run.seq
+        if again:
+            self.again = None
+        self.sink.emit(
+            CallStarted(
+                run_id=run.run_id,
+                seq=seq,
+                path=run.state,
+                call=what,  # type: ignore[arg-type]
+                name=name or run.model,
+                call_id=call_id,
+                again=again,
+            )
+        )
+        return call_id
+
+    async def streamed(
+        self,
+        model: Any,
+        request: Request,
+        run: Run,
+        call_id: str,
+        first: Callable[[float], None] | None = None,
+    ) -> Reply:
+        """The model's reply, streamed: each chunk to the sink as a `Token`; `first` told
+        the seconds until the first chunk. A stream that ends with no `Reply` fails the
+        call (`ModelError`)."""
+        from statechart.errors import ModelError
+
+        began = time.monotonic()
+        emit, seq, path, run_id = self.sink.emit, run.seq + 1, run.state, run.run_id
+        answered: Reply | None = None
+        async for piece in model.stream(request):
+            if type(piece) is Chunk or isinstance(piece, Chunk):
+                if first is not None:
+                    first(time.monotonic() - began)
+                    first = None
+                emit(
+                    Token(
+                        run_id=run_id,
+                        seq=seq,
+                        path=path,
+                        call_id=call_id,
+                        text=piece.text,
+                        tool=piece.tool,
+                        tool_call_id=piece.call_id,
+                    )
+                )
+            elif isinstance(piece, Reply):
+                answered = piece
+            else:
+                raise ModelError(
+                    f"{model.spec} streamed a {type(piece).__name__} in state "
+                    f"'{request.state}'; a stream yields Chunks and then one Reply"
+                )
+        if answered is None:
+            raise ModelError(
+                f"{model.spec} ended its stream in state '{request.state}' with no Reply; "
+                "a stream yields its Chunks and then the whole Reply"
+            )
+        return answered
+
+    def tool_context(self, run: Run, effect: RunTool, call_id: str) -> ToolContext:
+        """The `ToolContext` a tool receives: its progress reaches the sink as `Progress`
+        (from a worker thread, by way of the event loop)."""
+        seq, path, run_id, tool = run.seq + 1, run.state, run.run_id, effect.tool.name
+        emit, loop = self.sink.emit, self._loop_thread
+
+        def report(message: str, data: dict[str, Any]) -> None:
+            event = Progress(
+                run_id=run_id,
+                seq=seq,
+                path=path,
+                call_id=call_id,
+                tool=tool,
+                message=str(message),
+                data=data,
+            )
+            if threading.get_ident() == loop:
+                emit(event)
+            else:
+                with contextlib.suppress(RuntimeError):  # abandoned, or the loop is gone
+                    anyio.from_thread.run_sync(emit, event)
+
+        return ToolContext(run_id=run_id, state=path, tool=tool, call_id=call_id, report=report)
+
+    async def stopped(self, run: Run | None) -> None:
+        """Tell the sink the drive stopped with the run waiting or ended."""
+        if run is None:
+            return
+        if run.status == "ended":
+            await self.sink.put(RunEnded(run=run))
+        elif run.status in ("waiting", "sleeping"):
+            await self.sink.put(RunWaiting(run=run))
