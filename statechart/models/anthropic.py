@@ -4,20 +4,21 @@ The state's tools and `next_state` are offered with `tool_choice={"type": "any"}
 parallel tool use disabled; tool results go back as `tool_result` blocks. Each call is
 one request (`max_retries=0`: the SDK does not retry behind the run's back); retry with
 `State(retries=Retry(...))`, so every attempt is an event. `timeout=` is the SDK's HTTP
-timeout.
+timeout. A watched run streams (`stream()`: server-sent events).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from statechart.errors import ModelError
 from statechart.models.pricing import Price, Priced
 from statechart.models.registry import model_name
-from statechart.records.messages import Message, Reply, Request, ToolCall
+from statechart.records.messages import Chunk, Message, Reply, Request, ToolCall
 
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(3_000_000, 15_000_000),
@@ -63,15 +64,63 @@ class AnthropicModel(Priced):
     def spec(self) -> str:
         return f"anthropic:{self.model}"
 
-    async def complete(self, request: Request) -> Reply:
-        response = await self.client.messages.create(
-            model=self.model,
-            system=request.instructions or f"You are in state '{request.state}'.",
-            messages=messages(request),
-            tools=tools(request),
-            tool_choice={"type": "any", "disable_parallel_tool_use": True},
-            max_tokens=request.max_tokens or DEFAULT_MAX_TOKENS,
+    def body(self, request: Request) -> dict[str, Any]:
+        """The messages request for `request`."""
+        return {
+            "model": self.model,
+            "system": request.instructions or f"You are in state '{request.state}'.",
+            "messages": messages(request),
+            "tools": tools(request),
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+        """The reply as the server streams it (SSE): text deltas and each tool call's
+        `input_json_delta`s as `Chunk`s, then the `Reply` assembled from them, with the
+        input tokens of `message_start` and the output tokens of the last `message_delta`."""
+        events = await self.client.messages.create(**self.body(request), stream=True)
+        text: list[str] = []
+        blocks: dict[int, list[str]] = {}  # index -> [id, name, input JSON so far]
+        tokens: dict[str, Any] = {}
+        model, finish = "", ""
+        async for event in events:
+            kind = event.type
+            if kind == "message_start":
+                model = event.message.model or model
+                tokens["input_tokens"] = event.message.usage.input_tokens
+                tokens["output_tokens"] = event.message.usage.output_tokens
+            elif kind == "content_block_start" and event.content_block.type == "tool_use":
+                block = event.content_block
+                blocks[event.index] = [block.id, block.name, ""]
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta" and delta.text:
+                    text.append(delta.text)
+                    yield Chunk(text=delta.text)
+                elif delta.type == "input_json_delta" and event.index in blocks:
+                    held = blocks[event.index]
+                    held[2] += delta.partial_json
+                    if delta.partial_json:
+                        yield Chunk(text=delta.partial_json, call_id=held[0], tool=held[1])
+            elif kind == "message_delta":
+                finish = event.delta.stop_reason or finish
+                if event.usage is not None and event.usage.output_tokens is not None:
+                    tokens["output_tokens"] = event.usage.output_tokens
+        reply = Reply(
+            content="".join(text),
+            tool_calls=tuple(
+                ToolCall(id=i, name=n, arguments=_input(raw))
+                for i, n, raw in (blocks[k] for k in sorted(blocks))
+            ),
+            model=model or self.model,
+            finish_reason=finish,
         )
+        used = SimpleNamespace(**tokens) if len(tokens) == 2 else None
+        yield self.charged(request, reply, used, ("input_tokens", "output_tokens"))
+
+    async def complete(self, request: Request) -> Reply:
+        response = await self.client.messages.create(**self.body(request))
         text = "".join(b.text for b in response.content if b.type == "text")
         calls = tuple(
             ToolCall(
@@ -91,6 +140,16 @@ class AnthropicModel(Priced):
         return self.charged(
             request, reply, getattr(response, "usage", None), ("input_tokens", "output_tokens")
         )
+
+
+def _input(raw: str) -> dict[str, Any] | str:
+    """A streamed tool call's input: the parsed JSON object (an empty input is `{}`), or
+    the raw text when it is not one (the runtime then tells the model)."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else raw
 
 
 def messages(request: Request) -> list[dict[str, Any]]:

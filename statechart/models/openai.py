@@ -5,20 +5,21 @@ llama.cpp, LM Studio): give `base_url`, or set `OPENAI_BASE_URL`. The state's to
 and `next_state` are offered with a required tool choice and no parallel calls;
 each call is one request (`max_retries=0`: the SDK does not retry
 behind the run's back); retry with `State(retries=Retry(...))`, so every attempt is
-an event. `timeout=` is the SDK's HTTP timeout.
+an event. `timeout=` is the SDK's HTTP timeout. A watched run streams (`stream()`:
+server-sent events, usage from the last chunk).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from statechart.errors import ModelError
 from statechart.models.pricing import Price, Priced
 from statechart.models.registry import model_name
-from statechart.records.messages import Message, Reply, Request, ToolCall
+from statechart.records.messages import Chunk, Message, Reply, Request, ToolCall
 
 MAX_OUTPUT: dict[str, int] = {
     "gpt-4o": 16_384,
@@ -69,7 +70,8 @@ class OpenAIModel(Priced):
     def spec(self) -> str:
         return f"openai:{self.model}"
 
-    async def complete(self, request: Request) -> Reply:
+    def body(self, request: Request) -> dict[str, Any]:
+        """The chat completions request for `request`."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages(request),
@@ -82,7 +84,54 @@ class OpenAIModel(Priced):
         )
         if request.max_tokens is not None:
             body["max_tokens"] = min(request.max_tokens, limit or request.max_tokens)
-        response = await self.client.chat.completions.create(**body)
+        return body
+
+    async def stream(self, request: Request) -> AsyncIterator[Chunk | Reply]:
+        """The reply as the server streams it (SSE): text and each call's argument pieces
+        as `Chunk`s, then the `Reply` assembled from them, with the usage of the stream's
+        last chunk (`stream_options.include_usage`)."""
+        response = await self.client.chat.completions.create(
+            **self.body(request), stream=True, stream_options={"include_usage": True}
+        )
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
+        usage: Any = None
+        model, finish, chosen = "", "", False
+        async for chunk in response:
+            model = chunk.model or model
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices[:1]:
+                chosen = True
+                finish = choice.finish_reason or finish
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                    yield Chunk(text=delta.content)
+                for piece in delta.tool_calls or ():
+                    held = calls.setdefault(piece.index, ["", "", ""])
+                    if piece.id:
+                        held[0] = piece.id
+                    if piece.function is not None and piece.function.name:
+                        held[1] += piece.function.name
+                    if piece.function is not None and piece.function.arguments:
+                        held[2] += piece.function.arguments
+                        yield Chunk(text=piece.function.arguments, call_id=held[0], tool=held[1])
+        if not chosen:
+            raise ModelError(f"{self.spec} streamed no choices in state '{request.state}'")
+        reply = Reply(
+            content="".join(text),
+            tool_calls=tuple(
+                ToolCall(id=i, name=n, arguments=_arguments(a))
+                for i, n, a in (calls[k] for k in sorted(calls))
+            ),
+            model=model or self.model,
+            finish_reason=finish,
+        )
+        yield self.charged(request, reply, usage, ("prompt_tokens", "completion_tokens"))
+
+    async def complete(self, request: Request) -> Reply:
+        response = await self.client.chat.completions.create(**self.body(request))
         if not response.choices:
             raise ModelError(f"{self.spec} answered with no choices in state '{request.state}'")
         message = response.choices[0].message

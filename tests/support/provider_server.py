@@ -1,14 +1,26 @@
 """A scripted HTTP server on 127.0.0.1 that speaks a provider's wire format for tests:
-each request gets the next queued (status, JSON body) answer; requests are recorded."""
+each request gets the next queued answer, a (status, JSON body) or a stream of
+server-sent events (`SSE`); requests are recorded."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass(frozen=True)
+class SSE:
+    """A `text/event-stream` answer: each (event name or None, JSON payload or a raw
+    string such as `[DONE]`) sent as one event, `delay` seconds apart."""
+
+    events: Sequence[tuple[str | None, Any]]
+    delay: float = 0.0
 
 
 class Provider:
@@ -43,6 +55,9 @@ def serve() -> Iterator[Provider]:
                     if provider.answers
                     else (500, {"error": {"message": "no answer queued", "type": "test"}})
                 )
+            if isinstance(answer, SSE):
+                self.stream(answer)
+                return
             data = json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -51,6 +66,19 @@ def serve() -> Iterator[Provider]:
                 self.send_header("retry-after-ms", "10")
             self.end_headers()
             self.wfile.write(data)
+
+        def stream(self, answer: SSE) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()  # no length: HTTP/1.0, the stream ends when the server closes
+            for name, payload in answer.events:
+                data = payload if isinstance(payload, str) else json.dumps(payload)
+                head = f"event: {name}\n" if name else ""
+                self.wfile.write(f"{head}data: {data}\n\n".encode())
+                self.wfile.flush()
+                if answer.delay:
+                    time.sleep(answer.delay)
 
         def log_message(self, *args: Any) -> None:
             pass
