@@ -60,6 +60,15 @@ _OUT = Console(highlight=False, soft_wrap=True, **_PLAIN)  # type: ignore[arg-ty
 _ERR = Console(stderr=True, highlight=False, soft_wrap=True, **_PLAIN)  # type: ignore[arg-type]
 
 
+def terminal() -> Console | None:
+    """A console on stdout for a live view, when stdout is a terminal that may be drawn
+    on: not with `NO_COLOR` (no escape codes at all) nor `TERM=dumb`."""
+    if _PLAIN or os.environ.get("TERM") == "dumb":
+        return None
+    console = Console(highlight=False)
+    return console if console.is_terminal else None
+
+
 def say(text: str, style: str = "", *, err: bool = False) -> None:
     """Print one line, styled on a terminal (the text is never read as markup)."""
     (_ERR if err else _OUT).print(Text(text, style=style))

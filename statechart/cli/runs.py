@@ -7,7 +7,9 @@ import gc
 import json
 import os
 import shlex
-from typing import Annotated, Any
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 import typer
 from msgspec.structs import replace
@@ -28,7 +30,17 @@ from statechart.cli.app import (
     _trace,
     app,
 )
-from statechart.cli.exits import CODES, OK, STATUS_STYLES, STYLES, USAGE_ERROR, error, say
+from statechart.cli.exits import (
+    CODES,
+    OK,
+    STATUS_STYLES,
+    STYLES,
+    USAGE_ERROR,
+    error,
+    say,
+    terminal,
+)
+from statechart.cli.live import LiveView, json_line, step_line
 from statechart.cli.starting import InputFileOpt, InputOpt, Target, started
 from statechart.engine import compiled, outcome_of
 from statechart.engine.timers import clock_time
@@ -37,8 +49,8 @@ from statechart.io import audit, diagram
 from statechart.io.loading import load_chart
 from statechart.models.base import Model
 from statechart.records.codec import to_dict
+from statechart.records.live import LiveEvent
 from statechart.records.run import Run, Status, Step
-from statechart.records.spent import spent_of
 from statechart.runtime.api import approve as approve_run
 from statechart.runtime.api import cancel as cancel_run
 from statechart.runtime.api import fork as fork_run
@@ -49,35 +61,43 @@ from statechart.store.base import Store
 from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue
 
-
-def _progress(record: Step, chart: Chart) -> None:
-    """One line per transition: the step, the move, and every budget around the state the
-    move left, as spent (left)."""
-    e, run = record.event, record.run
-    parts = []
-    for level in compiled(chart).levels_of(e.source):
-        spent = run.ledger.get(level.path)
-        used = {kind: spent_of(spent, kind) if spent else 0 for kind in level.caps}
-        caps = "  ".join(
-            f"{kind} {used[kind]} ({max(cap - used[kind], 0)} left)"
-            for kind, cap in level.caps.items()
-        )
-        parts.append(f"{level.path}: {caps}")
-    note = e.refused or e.reason or ""
-    budget = " | ".join(parts)
-    typer.echo(f"{e.seq:>4}  {e.source} -> {e.target}  [{budget}]" + (f"  {note}" if note else ""))
+View = Literal["auto", "json"]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="One JSON object per line for each live event.")
+]
 
 
-async def _drive(chart: Chart, run_id: str, store: Store, model: Model, *, resuming: bool) -> Run:
+async def _drive(
+    chart: Chart, run_id: str, store: Store, model: Model, *, resuming: bool, view: View = "auto"
+) -> Run:
+    """Drive the run, showing it: live on a terminal (state, budget bars, the model's text
+    as it streams), one JSON line per live event with `json`, else a line per step."""
+    console = terminal()
+    live: LiveView | None = None
+    on: Callable[[LiveEvent], None] | None = None
+    if view == "json":
+
+        def on(event: LiveEvent) -> None:
+            sys.stdout.write(json_line(event) + "\n")
+            sys.stdout.flush()
+
+    elif console is not None:
+        live = LiveView(chart, (await store.load(run_id)).snapshot, console)
+        on = live.on
+
     def each(record: Step) -> bool:
-        _progress(record, chart)
+        if on is None:
+            typer.echo(step_line(record, chart))
         return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
 
     compiled(chart)
     gc.collect()
     gc.freeze()  # this process's modules and chart outlive the run: keep them out of the
     # cyclic GC's passes (docs/performance.md: its full passes cost ~1/3 of a transition)
-    last = await drive_to_end(chart, run_id, store=store, model=model, resuming=resuming, each=each)
+    with live if live is not None else contextlib.nullcontext():
+        last = await drive_to_end(
+            chart, run_id, store=store, model=model, resuming=resuming, each=each, on=on
+        )
     return last if last is not None else await load_run(chart, run_id, store=store)
 
 
@@ -92,18 +112,21 @@ async def _live(store: Store, run_id: str) -> Run:
     return replace(loaded.snapshot, state=loaded.state, seq=loaded.seq)
 
 
-def _finish(chart: Chart, run: Run, db: str) -> int:
-    """Print how the run came out (and, when it waits, how to decide); its exit code."""
+def _finish(chart: Chart, run: Run, db: str, *, err: bool = False) -> int:
+    """Print how the run came out (and, when it waits, how to decide), on stderr with
+    `err` (stdout holds JSON lines then); its exit code."""
     outcome = outcome_of(compiled(chart), run)
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     say(
         f"run {run.run_id}: {run.status} in '{run.state}'" + (f" ({why})" if why else ""),
         STYLES[outcome],
+        err=err,
     )
     if run.status == "sleeping" and run.wake is not None:
         say(
             f"resume once it is due ({clock_time(run.wake)}): statechart resume "
-            f"{shlex.quote(run.run_id)} --db {shlex.quote(str(db))}"
+            f"{shlex.quote(run.run_id)} --db {shlex.quote(str(db))}",
+            err=err,
         )
     if run.status == "waiting":
         base = os.environ.get("OPENAI_BASE_URL") if run.model.startswith("openai:") else None
@@ -111,7 +134,8 @@ def _finish(chart: Chart, run: Run, db: str) -> int:
         rid, where = shlex.quote(run.run_id), shlex.quote(str(db))
         say(
             f"approve: {cmd} approve {rid} --db {where}\n"
-            f"reject:  {cmd} reject {rid} --reason '...' --db {where}"
+            f"reject:  {cmd} reject {rid} --reason '...' --db {where}",
+            err=err,
         )
     return CODES[outcome]
 
@@ -124,8 +148,13 @@ def run(
     db: Db = DB_DEFAULT,
     model: ModelOpt = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Choose the id.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Start a run and drive it until it ends or waits for a human.
+
+    On a terminal it shows the run live: its state, a bar per budget cap and the model's
+    text as it streams; piped, a line per step; with --json, one JSON object per line
+    for each live event (call_started, token, progress, step, waiting, ended).
 
     Example: statechart run agents/support_triage.py:chart --input '{"ticket_id": "T-1001"}'
 
@@ -139,8 +168,12 @@ def run(
         chart, store, chosen, first = await started(
             target, input, input_file, db, model, run_id, existing_ok=False
         )
-        typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}")
-        code = _finish(chart, await _drive(chart, first.run_id, store, chosen, resuming=False), db)
+        typer.echo(
+            f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}", err=as_json
+        )
+        view: View = "json" if as_json else "auto"
+        last = await _drive(chart, first.run_id, store, chosen, resuming=False, view=view)
+        code = _finish(chart, last, db, err=as_json)
         await _close(store)
         return code
 
@@ -249,9 +282,15 @@ def show(
 
 @app.command()
 def resume(
-    run_id: str, db: Db = DB_DEFAULT, model: ModelOpt = None, chart: ChartOpt = None
+    run_id: str,
+    db: Db = DB_DEFAULT,
+    model: ModelOpt = None,
+    chart: ChartOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Drive a stored run on from where it is. Example: statechart resume RUN_ID"""
+    """Drive a stored run on from where it is, shown as `run` shows it.
+
+    Example: statechart resume RUN_ID --json"""
 
     async def go() -> int:
         store = _existing(db)
@@ -259,8 +298,9 @@ def resume(
         charted, module = await _chart_of(store, loaded.snapshot, chart)
         _trace()
         chosen = _model(model, module, current(charted, loaded))
-        last = await _drive(charted, run_id, store, chosen, resuming=True)
-        code = _finish(charted, last, db)
+        view: View = "json" if as_json else "auto"
+        last = await _drive(charted, run_id, store, chosen, resuming=True, view=view)
+        code = _finish(charted, last, db, err=as_json)
         await _close(store)
         return code
 

@@ -1,0 +1,45 @@
+"""A small agent whose demo model streams slowly, for the live CLI and inspector tests:
+a model state that calls a tool reporting progress, then leaves with a long reply."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from statechart import Budget, Chart, Edge, ScriptedModel, State, ToolContext, call, reply, tool
+
+WORDS = " ".join(f"word{n}" for n in range(1, 41))
+"""The reply the model streams, word by word: `word1 word2 ... word40`."""
+DELAY = float(os.environ.get("LIVE_AGENT_DELAY", "0.05"))
+"""Seconds between streamed chunks (and between the tool's progress reports)."""
+
+
+@tool(retry="safe")
+def gather(topic: str, ctx: ToolContext) -> str:
+    """Gather notes on a topic."""
+    for page in range(1, 4):
+        ctx.progress(f"page {page} of 3", page=page)
+        time.sleep(DELAY)
+    return f"3 pages on {topic}"
+
+
+chart = Chart(
+    "live_agent",
+    states=(
+        State("work", tools=(gather,), instructions="Gather, then answer."),
+        State("done", kind="terminal"),
+    ),
+    edges=(Edge("work", "done"),),
+    budget=Budget(max_steps=12, max_tokens=5000),
+)
+
+
+def demo_model() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            reply(call("gather", topic="tides"), content="Gathering notes first."),
+            reply(call("next_state", target="done"), content=WORDS),
+        ],
+        spec="scripted",
+        chunk_delay=DELAY,
+    )
