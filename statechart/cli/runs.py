@@ -57,6 +57,8 @@ from statechart.runtime.api import fork as fork_run
 from statechart.runtime.api import reject as reject_run
 from statechart.runtime.current import current, load_run
 from statechart.runtime.driver import drive_to_end
+from statechart.runtime.live import Callback, Sink, Tee
+from statechart.runtime.relay import relay_for
 from statechart.store.base import Store
 from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue
@@ -74,30 +76,42 @@ async def _drive(
     as it streams), one JSON line per live event with `json`, else a line per step."""
     console = terminal()
     live: LiveView | None = None
-    on: Callable[[LiveEvent], None] | None = None
+    shown: Callable[[LiveEvent], None] | None = None
     if view == "json":
 
-        def on(event: LiveEvent) -> None:
+        def shown(event: LiveEvent) -> None:
             sys.stdout.write(json_line(event) + "\n")
             sys.stdout.flush()
 
     elif console is not None:
         live = LiveView(chart, (await store.load(run_id)).snapshot, console)
-        on = live.on
+        shown = live.on
 
     def each(record: Step) -> bool:
-        if on is None:
+        if shown is None:
             typer.echo(step_line(record, chart))
         return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
 
+    relay = relay_for(store)  # an inspector elsewhere on this machine sees it live too
+    sinks: list[Sink] = [s for s in (relay, Callback(shown) if shown else None) if s]
     compiled(chart)
     gc.collect()
     gc.freeze()  # this process's modules and chart outlive the run: keep them out of the
     # cyclic GC's passes (docs/performance.md: its full passes cost ~1/3 of a transition)
-    with live if live is not None else contextlib.nullcontext():
-        last = await drive_to_end(
-            chart, run_id, store=store, model=model, resuming=resuming, each=each, on=on
-        )
+    try:
+        with live if live is not None else contextlib.nullcontext():
+            last = await drive_to_end(
+                chart,
+                run_id,
+                store=store,
+                model=model,
+                resuming=resuming,
+                each=each,
+                on=Tee(*sinks) if sinks else None,
+            )
+    finally:
+        if relay is not None:
+            relay.close()
     return last if last is not None else await load_run(chart, run_id, store=store)
 
 

@@ -66,6 +66,23 @@ class Callback:
             await out
 
 
+class Tee:
+    """A sink that hands each event to several sinks, in order."""
+
+    __slots__ = ("sinks",)
+
+    def __init__(self, *sinks: Sink) -> None:
+        self.sinks = sinks
+
+    def emit(self, event: LiveEvent) -> None:
+        for sink in self.sinks:
+            sink.emit(event)
+
+    async def put(self, event: LiveEvent) -> None:
+        for sink in self.sinks:
+            await sink.put(event)
+
+
 class LiveStream:
     """The events of one watched run, in order, for one consumer (`async for`).
 

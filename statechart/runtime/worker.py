@@ -37,6 +37,7 @@ from statechart.models.registry import from_spec
 from statechart.records.run import Run
 from statechart.runtime.current import current
 from statechart.runtime.driver import drive_to_end
+from statechart.runtime.relay import relay_for
 from statechart.store.base import Lease
 from statechart.store.postgres import PostgresStore
 from statechart.store.queue import RunQueue, listening
@@ -232,17 +233,23 @@ class Worker:
 
             releases = True  # from here on, the drive releases the lease (and puts the
             # run back if it stops while the run is still running: a drain)
-            last = await drive_to_end(
-                chart,
-                run_id,
-                store=self.store,
-                model=model,
-                lease=lease,
-                lease_ttl=lease.ttl,
-                resuming=True,
-                each=each,
-                max_sleep=self.settings.max_sleep,
-            )
+            relay = relay_for(self.store)  # an inspector on this machine sees it live
+            try:
+                last = await drive_to_end(
+                    chart,
+                    run_id,
+                    store=self.store,
+                    model=model,
+                    lease=lease,
+                    lease_ttl=lease.ttl,
+                    resuming=True,
+                    each=each,
+                    max_sleep=self.settings.max_sleep,
+                    on=relay,
+                )
+            finally:
+                if relay is not None:
+                    relay.close()
             if tries:
                 try:
                     await self.queue.succeeded(run_id)

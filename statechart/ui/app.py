@@ -11,18 +11,27 @@ templates; scripts come only from the package (`Content-Security-Policy`).
 from __future__ import annotations
 
 import hmac
+import json
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -31,11 +40,14 @@ from statechart.errors import RunNotFoundError, StatechartError
 from statechart.records.run import Status
 from statechart.runtime.decisions import approve, cancel, reject
 from statechart.runtime.lineage import fork, transcript_of
+from statechart.runtime.relay import listening
 from statechart.store.base import Store
 from statechart.ui.views import Charts, context_at, current_call, pretty, run_page
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+KEEPALIVE = 15.0
+"""Seconds between comments on a quiet event stream (proxies close idle ones)."""
 STATUSES: tuple[Status, ...] = ("running", "waiting", "sleeping", "ended")
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -160,6 +172,31 @@ def create_app(
             return JSONResponse({"error": str(exc)}, 404)
         return JSONResponse({"seq": loaded.seq, "status": loaded.snapshot.status})
 
+    async def live(request: Request) -> StreamingResponse:
+        """Server-sent events: the text a run's current call is streaming, and a `stored`
+        event as each step is stored, from whichever process on this machine drives it."""
+        run_id = request.path_params["run_id"]
+
+        async def events() -> AsyncIterator[str]:
+            yield "retry: 2000\n\n"
+            async with listening(store) as messages:
+                received = aiter(messages)
+                while True:
+                    message = None
+                    with anyio.move_on_after(KEEPALIVE):
+                        message = await anext(received)
+                    if message is None:
+                        yield ": keepalive\n\n"
+                    elif message.get("run_id") == run_id:
+                        kind = str(message.get("kind", "call"))
+                        yield f"event: {kind}\ndata: {json.dumps(message)}\n\n"
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
     async def transcript(request: Request) -> Response:
         run_id, visit = request.path_params["run_id"], int(request.path_params["visit"])
         try:
@@ -234,6 +271,7 @@ def create_app(
             Route("/favicon.ico", lambda request: Response(status_code=204)),
             Route("/runs/{run_id:path}", one),
             Route("/seq/{run_id:path}", seq),
+            Route("/live/{run_id:path}", live),
             Route("/transcript/{visit:int}/{run_id:path}", transcript),
             Route("/context/{seq:int}/{run_id:path}", context),
             Route("/decide/{action}/{run_id:path}", decide, methods=["POST"]),

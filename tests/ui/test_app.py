@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from statechart import SQLiteStore
+from statechart import RunNotFoundError, SQLiteStore
 from tests.support.cli import AGENT, DESK, ROOT, TICKET, WAITING, cli_env, run_cli
 
 CHROMIUM = os.environ.get("STATECHART_CHROMIUM") or shutil.which("chromium") or ""
@@ -534,3 +534,69 @@ def test_a_sleeping_run_shows_when_it_wakes(inspector: Inspector) -> None:
         page = answer.read().decode()
     assert "<h2>Sleeping until 20" in page and 'id="wake">wakes 20' in page
     assert "tool &#39;fetch&#39; failed (attempt 1 of 2)" in page
+
+
+def test_a_run_driven_by_another_process_streams_its_text_before_its_step_is_stored(
+    page, inspector: Inspector
+) -> None:  # type: ignore[no-untyped-def]
+    """The page takes the driving process's tokens over server-sent events and shows the
+    reply as it is written, before the step that stores it; then the stored step."""
+    slow = cli_env(LIVE_AGENT_DELAY="0.08")
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "statechart.cli",
+            "run",
+            f"{ROOT}/tests/support/live_agent.py:chart",
+            "--run-id",
+            "live-1",
+            "--db",
+            str(inspector.db),
+        ],
+        cwd=inspector.cwd,
+        env=slow,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # the run exists once the driver stored it
+            try:
+                stored(inspector.db, "live-1")
+                break
+            except RunNotFoundError:
+                assert driver.poll() is None, driver.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        page.goto(f"{inspector.url}/runs/live-1")
+        # the reply (seq 3) is being written: its words show while the page, refreshed
+        # by every stored step, still says no step past 2 is stored
+        page.wait_for_function(
+            "document.getElementById('live-text').textContent.includes('word3')"
+            " && Number(document.getElementById('run').dataset.seq) <= 2",
+            timeout=15000,
+        )
+        head = page.locator("#live-head").inner_text()
+        assert "model scripted in work.think, step 3" in head
+        page.wait_for_function(
+            "document.querySelector('#run').dataset.status === 'ended'", timeout=15000
+        )
+        assert page.locator("#live").is_hidden()  # the stored step replaced the live text
+        assert page.errors == []
+    finally:
+        driver.wait(timeout=30)
+    assert driver.returncode == 0, driver.communicate()
+
+
+def test_the_live_stream_answers_only_the_inspectors_own_host(inspector: Inspector) -> None:
+    request = urllib.request.Request(
+        f"{inspector.url}/live/desk-1", headers={"Host": "rebound.example"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 421
+    with urllib.request.urlopen(f"{inspector.url}/live/desk-1", timeout=5) as answer:
+        assert answer.headers["Content-Type"].startswith("text/event-stream")
+        assert answer.readline() == b"retry: 2000\n"

@@ -158,8 +158,41 @@ async function live() {
   }
 }
 
+// What the driving process streams (server-sent events): the current call's text so far,
+// shown as text only; a stored step replaces it with the page's fresh rendering. The
+// polling above stays as the fallback (no EventSource, or a store with no live relay).
+function showLive(message) {
+  const shown = document.getElementById("run");
+  if (!shown || Number(message.seq) <= Number(shown.dataset.seq)) return; // stored already
+  const box = document.getElementById("live");
+  box.hidden = false;
+  const what = message.call === "model" ? `model ${message.name}` : `${message.call} ${message.name}`;
+  document.getElementById("live-head").textContent =
+    `${what} in ${message.path}, step ${message.seq}` +
+    (message.again ? " (asked again: the process that asked first died)" : "");
+  document.getElementById("live-text").textContent = message.text || "";
+  const calls = Object.values(message.calls || {}).map(([tool, args]) => `→ ${tool} ${args}`);
+  document.getElementById("live-calls").textContent = calls.join("\n");
+  document.getElementById("live-progress").textContent = message.progress || "";
+}
+
+function stream() {
+  const node = document.getElementById("run");
+  if (!node || !window.EventSource) return;
+  const source = new EventSource(`/live/${encodeURIComponent(node.dataset.run)}`);
+  source.addEventListener("call", (event) => showLive(JSON.parse(event.data)));
+  for (const kind of ["stored", "waiting", "ended"]) {
+    source.addEventListener(kind, async (event) => {
+      const said = JSON.parse(event.data);
+      const shown = document.getElementById("run");
+      if (shown && String(said.seq) !== shown.dataset.seq) await refresh();
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", async () => {
   wire(document);
+  stream();
   await drawDiagram();
   if (document.getElementById("run")) setTimeout(live, 700);
 });
