@@ -11,6 +11,7 @@ a deterministic offline stand-in (`demo_model`); pass `--model` to use a real on
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -49,6 +50,7 @@ def beside_store(name: str) -> Path:
 
 
 ORDERS = {"A-7": {"customer": "acme", "amount_cents": 2000, "status": "charged twice"}}
+"""The shop's orders; any other `A-<number>` is one more of acme's, charged twice."""
 BANK = os.environ.get("REFUND_DESK_BANK") or str(beside_store("refund_bank.db"))
 """The payments API's ledger, a SQLite file of its own: one refund per idempotency key."""
 
@@ -79,8 +81,16 @@ class Ticket(BaseModel):
 
 @tool(retry="safe")
 def lookup_order(order_id: str) -> dict[str, object]:
-    """Look an order up: customer, amount in cents, status."""
-    return ORDERS.get(order_id, {"error": f"no order {order_id}"})
+    """Look an order up: customer, amount in cents, status, and refunds already issued."""
+    order = ORDERS.get(order_id)
+    if order is None and re.fullmatch(r"A-[0-9]+", order_id):
+        order = {"customer": "acme", "amount_cents": 2000, "status": "charged twice"}
+    if order is None:
+        return {"error": f"no order {order_id}"}
+    issued = refunds(order_id)
+    if issued:  # another run refunded it already: the bank shows it
+        return {**order, "status": "already refunded", "refunded_cents": issued[0][1]}
+    return order
 
 
 @tool(retry="keyed", needs_approval=True)
@@ -165,9 +175,11 @@ def demo_policy(request: Request) -> Reply:
     if request.state == "gather":
         if "lookup" not in done:
             return reply(call("lookup_order", "lookup", order_id=order), usage=USAGE)
-        return reply(
-            call("next_state", target="resolve", facts="charged twice; 2000 cents"), usage=USAGE
-        )
+        looked = " ".join(m.content for m in request.transcript if m.role == "tool")
+        facts = "already refunded" if "already refunded" in looked else "charged twice; 2000 cents"
+        return reply(call("next_state", target="resolve", facts=facts), usage=USAGE)
+    if "already refunded" in str(request.context.get("facts")):  # never refund twice
+        return reply(call("next_state", target="verify", resolution="already refunded"))
     if "refund" not in done:
         return reply(call("issue_refund", "refund", order_id=order, amount_cents=2000), usage=USAGE)
     return reply(call("next_state", target="verify", resolution="refund issued"), usage=USAGE)

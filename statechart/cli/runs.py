@@ -182,9 +182,7 @@ def run(
         chart, store, chosen, first = await started(
             target, input, input_file, db, model, run_id, existing_ok=False
         )
-        typer.echo(
-            f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}", err=as_json
-        )
+        typer.echo(f"run {first.run_id} of {chart.name} on {db}, model {chosen.spec}", err=as_json)
         view: View = "json" if as_json else "auto"
         last = await _drive(chart, first.run_id, store, chosen, resuming=False, view=view)
         code = _finish(chart, last, db, err=as_json)

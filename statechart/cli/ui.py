@@ -49,7 +49,13 @@ def ui(
     async def go() -> None:
         store = _existing(db)
         served = create_app(
-            store, token=chosen, host=host, port=port, agents=agents, trace_url=trace_url
+            store,
+            token=chosen,
+            host=host,
+            port=port,
+            agents=agents,
+            trace_url=trace_url,
+            db=db,
         )
         config = uvicorn.Config(served, host=host, port=port, log_level="warning")
         shown = f"[{host}]" if ":" in host else host

@@ -119,10 +119,14 @@ def _chart(
 
     def edge(source: str, target: str, label: str) -> None:
         drawn.add((source, target))
-        lines.append(
-            f"{pad}{_id(source)} --> {_id(target)}"
-            + (f" : {label.strip()}" if label.strip() else "")
-        )
+        said = f" : {label.strip()}" if label.strip() else ""
+        if source == target:  # Mermaid draws `A --> A` as a tick hugging the box: go round
+            turn = _id(source) + "_loop"  # a choice point, so the loop is drawn full size
+            lines.append(f"{pad}state {turn} <<choice>>")
+            lines.append(f"{pad}{_id(source)} --> {turn}{said}")
+            lines.append(f"{pad}{turn} --> {_id(source)}")
+            return
+        lines.append(f"{pad}{_id(source)} --> {_id(target)}{said}")
 
     lines.append(f"{pad}[*] --> {_id(prefix + str(chart.initial))}")
     terminals: list[str] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import shlex
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -42,7 +43,16 @@ from statechart.runtime.decisions import approve, cancel, reject
 from statechart.runtime.lineage import fork, transcript_of
 from statechart.runtime.relay import listening
 from statechart.store.base import Store
-from statechart.ui.views import Charts, context_at, current_call, pretty, run_page
+from statechart.store.postgres import PostgresStore
+from statechart.ui.views import (
+    Charts,
+    badge_of,
+    context_at,
+    current_call,
+    pretty,
+    run_page,
+    shown_reason,
+)
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
@@ -113,6 +123,7 @@ def create_app(
     port: int = 8765,
     agents: Path | None = None,
     trace_url: str | None = None,
+    db: str | None = None,
 ) -> Starlette:
     """The inspector over `store`, answering only to `host:port` (and `localhost:port`
     when bound to the loopback address)."""
@@ -121,6 +132,8 @@ def create_app(
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["pretty"] = pretty
+    env.filters["reason"] = shown_reason
+    env.filters["badge"] = lambda row: badge_of(None, row)
     env.filters["path"] = lambda value: quote(str(value), safe="")  # as encodeURIComponent
     env.filters["clock"] = clock_time
     env.filters["when"] = lambda t: (
@@ -163,7 +176,17 @@ def create_app(
             data = await run_page(store, charts, request.path_params["run_id"], trace_url)
         except RunNotFoundError as exc:
             return page("missing.html", code=404, message=str(exc))
-        return page("run.html", d=data, run=data.run)
+        return page("run.html", d=data, run=data.run, continues=continues(data.run.run_id))
+
+    def continues(run_id: str) -> str:
+        """Who goes on with a run a person decided on, that nothing may be driving."""
+        if isinstance(store, PostgresStore):
+            return "A `statechart worker` on this database continues it (none may be running)."
+        where = f" --db {shlex.quote(db)}" if db else ""
+        return (
+            "Nothing drives this run from this page: "
+            f"`statechart resume {shlex.quote(run_id)}{where}` continues it."
+        )
 
     async def seq(request: Request) -> JSONResponse:
         try:

@@ -19,7 +19,8 @@ import msgspec
 from msgspec.structs import replace
 
 from statechart.chart.chart import Chart
-from statechart.engine import compiled
+from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED
+from statechart.engine import compiled, outcome_of
 from statechart.engine.replay import replay
 from statechart.errors import StatechartError
 from statechart.io import audit
@@ -160,6 +161,12 @@ class RunPageData:
     visits: list[tuple[int, str]]
     pending: dict[str, Any] | None
     trace_link: str | None
+    badge: str = "running"
+    """The status badge's class: the status, or for an ended run how it ended (`done`,
+    `failed`, `cancelled`), so a failure is not shown green."""
+    idle: bool = False
+    """A person's decision is the last event and the run is `running`: recorded, but no
+    process may be driving it (nothing drives a SQLite store by itself)."""
 
 
 async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | None) -> RunPageData:
@@ -199,7 +206,29 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
         visits=visits,
         pending=pending,
         trace_link=trace_link,
+        badge=badge_of(chart, run),
+        idle=run.status == "running" and bool(events) and events[-1].actor == "human",
     )
+
+
+def badge_of(chart: Chart | None, run: Run) -> str:
+    """The class of a run's status badge: its status, or for an ended run `done`,
+    `failed` or `cancelled` by its outcome (by the terminal's name with no chart)."""
+    if run.status != "ended":
+        return run.status
+    if chart is not None:
+        outcome = outcome_of(compiled(chart), run)
+    else:
+        leaf = run.state.rsplit(".", 1)[-1]
+        failing = leaf in (ESCALATED, EXHAUSTED, "failed")
+        outcome = "cancelled" if leaf == CANCELLED else "failure" if failing else "success"
+    return {"failure": "failed", "cancelled": "cancelled"}.get(outcome, "done")
+
+
+def shown_reason(reason: str) -> str:
+    """A run's reason as its page's header says it: nothing when it only repeats the
+    status line (`ended in 'done'`)."""
+    return "" if reason.startswith("ended in ") else reason
 
 
 async def context_at(

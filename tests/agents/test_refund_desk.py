@@ -6,8 +6,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from tests.cli.test_cli import ROOT, cli
 from tests.support.cli import FAILED, ORDER, WAITING, run_cli, waiting_id
 
@@ -51,18 +49,15 @@ def test_a_rejected_refund_never_reaches_the_bank(tmp_path: Path) -> None:
     assert "verify -> failed" in resumed and "0 refunds on record for A-7" in resumed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: the demo bank lives next to the store and verify counts every refund of the "
-        "order, so a second independent refund of A-7 is (rightly) flagged as a double "
-        "refund; the demo needs an order per run"
-    ),
-)
 def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path) -> None:
-    """Two independent runs of the refund desk demo in one directory (new run, new
-    idempotency key, same bank) both end in `done`."""
-    for attempt in (1, 2):
-        run_id = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER, code=WAITING).stdout)
-        out = run_cli(tmp_path, "approve", run_id).stdout
-        assert "ended in 'done'" in out, f"attempt {attempt}:\n{out[-400:]}"
+    """Following docs/cli.md and then docs/scaling.md in one directory shares one bank:
+    a second run on an order the bank already refunded sees it and ends `done` without
+    refunding again; a run on another order asks for approval and refunds that one."""
+    first = waiting_id(run_cli(tmp_path, "run", DESK, "--input", ORDER, code=WAITING).stdout)
+    assert "ended in 'done'" in run_cli(tmp_path, "approve", first).stdout
+    again = run_cli(tmp_path, "run", DESK, "--input", ORDER).stdout  # A-7 once more
+    assert "ended in 'done'" in again and "issue_refund" not in again
+    other = '{"order_id": "A-8"}'
+    second = waiting_id(run_cli(tmp_path, "run", DESK, "--input", other, code=WAITING).stdout)
+    assert "ended in 'done'" in run_cli(tmp_path, "approve", second).stdout
+    assert sorted(row[1:] for row in bank(tmp_path)) == [("A-7", 2000), ("A-8", 2000)]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from statechart import Budget, Chart, Edge, State
+from statechart.io.diagram import mermaid
 from tests.support.cli import DEEP, WAITING, run_cli, waiting_id
 
 MERMAID_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -206,3 +208,17 @@ def test_an_after_edge_is_drawn_with_its_delay() -> None:
         budget=Budget(max_steps=10),
     )
     assert "s_review --> s_remind : after 1 d" in mermaid(chart)
+
+
+def test_a_self_loop_goes_round_a_choice_point_so_it_is_drawn_full_size() -> None:
+    chart = Chart(
+        "loop",
+        states=(State("work", max_visits=3), State("done", kind="terminal")),
+        edges=(Edge("work", "work", max_traversals=2), Edge("work", "done")),
+        budget=Budget(max_steps=10),
+    )
+    drawn = mermaid(chart).splitlines()
+    assert "  state s_work_loop <<choice>>" in drawn
+    assert "  s_work --> s_work_loop : max 2" in drawn
+    assert "  s_work_loop --> s_work" in drawn
+    assert not [line for line in drawn if line.strip().startswith("s_work --> s_work ")]

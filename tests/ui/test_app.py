@@ -310,6 +310,9 @@ def test_a_run_page_draws_its_chart_with_the_current_state_marked(
     page.wait_for_selector("#diagram svg", timeout=15000)
     marked = page.locator("#diagram svg .current")
     assert marked.count() >= 1 and "send" in (marked.first.text_content() or "")
+    # research's self-loop goes round a choice point, drawn full size, not a tick
+    loop = page.locator("#diagram svg g[id*='s_research_loop']")
+    assert loop.count() == 1 and loop.first.bounding_box() is not None
     assert page.locator("#timeline tbody.event").count() == 17
     assert page.locator(".bars tr").count() >= 3
     page.click("details.visit summary >> nth=0")
@@ -334,11 +337,18 @@ def test_approve_in_the_page_moves_the_refund_to_done(page, inspector: Inspector
     page.wait_for_function("document.querySelector('#run').dataset.status !== 'waiting'")
     assert stored(inspector.db, "desk-1")[:2] == ("running", "resolve.act")
     assert stored(inspector.db, "desk-1")[2][-1] == "human:dana"
+    # nothing drives a SQLite store by itself: the page says so, not "Running"
+    said = page.inner_text("#decide")
+    assert "Decision recorded" in said and "Running" not in said
+    assert f"statechart resume desk-1 --db {inspector.db}" in page.inner_text("#idle")
     run_cli(inspector.cwd, "resume", "desk-1", "--db", str(inspector.db))  # the API drives it
     page.wait_for_function(
         "document.querySelector('#run').dataset.status === 'ended'", timeout=5000
     )
     assert stored(inspector.db, "desk-1")[:2] == ("ended", "done")
+    assert page.get_attribute("#status", "class") == "badge done"
+    summary = page.inner_text("p.summary")
+    assert summary.count("ended in") == 1 and "'done'" not in summary  # said once
 
 
 def test_approve_with_invalid_edits_shows_the_schema_error_and_changes_nothing(
@@ -464,6 +474,33 @@ def test_reject_and_cancel_in_the_page_are_a_persons_events(page, inspector: Ins
     page.wait_for_function("document.querySelector('#run').dataset.status === 'ended'")
     status, state, actors = stored(inspector.db, "desk-2")
     assert (status, state, actors[-1]) == ("ended", "cancelled", "human:carl")
+    assert page.get_attribute("#status", "class") == "badge cancelled"
+    page.goto(f"{inspector.url}/?status=ended")
+    assert page.locator("tr:has(a[href='/runs/desk-2']) .badge").get_attribute("class") == (
+        "badge cancelled"
+    )
+
+
+def test_a_failed_ending_gets_its_own_badge(page, inspector: Inspector) -> None:  # type: ignore[no-untyped-def]
+    """The refund desk's `failed` (declared `outcome="failure"`) is red, not done's green."""
+    out = run_cli(
+        inspector.cwd,
+        "run",
+        DESK,
+        "--input",
+        '{"order_id": "O-failing"}',
+        "--run-id",
+        "failing-1",
+        "--db",
+        str(inspector.db),
+        code=WAITING,
+    )
+    assert "failing-1" in out.stdout
+    run_cli(inspector.cwd, "reject", "failing-1", "--reason", "no", "--db", str(inspector.db))
+    run_cli(inspector.cwd, "resume", "failing-1", "--db", str(inspector.db), code=4)
+    page.goto(f"{inspector.url}/runs/failing-1")
+    assert page.get_attribute("#status", "class") == "badge failed"
+    assert page.inner_text("#state") == "failed"
 
 
 def test_an_approval_state_is_decided_in_the_page_and_context_stays_text(
