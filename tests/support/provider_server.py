@@ -1,6 +1,7 @@
 """A scripted HTTP server on 127.0.0.1 that speaks a provider's wire format for tests:
 each request gets the next queued answer, a (status, JSON body) or a stream of
-server-sent events (`SSE`); requests are recorded."""
+server-sent events (`SSE`); requests are recorded. A request that asks to stream
+gets a queued JSON reply as the same reply streamed, as a real server sends it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,77 @@ class Provider:
         return [body for _, body in self.requests]
 
 
+def streamed(reply: dict[str, Any]) -> SSE:
+    """A chat completion or a message as its server streams it: the text in one delta,
+    each call's arguments in one delta, then the usage."""
+    if reply.get("object") == "chat.completion":
+        return _chat_chunks(reply)
+    if reply.get("type") == "message":
+        return _message_events(reply)
+    raise ValueError(f"cannot stream {reply!r}")
+
+
+def _chat_chunks(reply: dict[str, Any]) -> SSE:
+    head = {key: reply[key] for key in ("id", "created", "model")}
+
+    def chunk(choices: list[dict[str, Any]], **more: Any) -> tuple[None, dict[str, Any]]:
+        return None, {**head, "object": "chat.completion.chunk", "choices": choices, **more}
+
+    choice = reply["choices"][0]
+    message = choice["message"]
+    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}])]
+    if message.get("content"):
+        events.append(chunk([{"index": 0, "delta": {"content": message["content"]}}]))
+    for n, call in enumerate(message.get("tool_calls") or ()):
+        delta = {"tool_calls": [{"index": n, **call}]}
+        events.append(chunk([{"index": 0, "delta": delta}]))
+    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]))
+    if "usage" in reply:
+        events.append(chunk([], usage=reply["usage"]))
+    events.append((None, "[DONE]"))
+    return SSE(events)
+
+
+def _message_events(reply: dict[str, Any]) -> SSE:
+    usage = reply["usage"]
+    start = {**reply, "content": [], "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(reply["content"]):
+        if block["type"] == "text":
+            opened, delta = (
+                {"type": "text", "text": ""},
+                {"type": "text_delta", "text": block["text"]},
+            )
+        else:
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        events.append(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    stop = {"stop_reason": reply.get("stop_reason"), "stop_sequence": None}
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": stop,
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return SSE(events)
+
+
 @contextmanager
 def serve() -> Iterator[Provider]:
     provider = Provider()
@@ -55,6 +127,8 @@ def serve() -> Iterator[Provider]:
                     if provider.answers
                     else (500, {"error": {"message": "no answer queued", "type": "test"}})
                 )
+            if body.get("stream") and status == 200 and isinstance(answer, dict):
+                answer = streamed(answer)
             if isinstance(answer, SSE):
                 self.stream(answer)
                 return
