@@ -36,6 +36,8 @@ from statechart.records.run import Run
 
 DEFAULT_BUFFER = 256
 """Events a `watch` stream holds for a slow consumer before the run waits for it."""
+DEFAULT_INTERVAL = 0.01
+"""Seconds a `watch` consumer may lag behind flowing tokens (they arrive joined)."""
 
 
 class Sink(Protocol):
@@ -88,14 +90,20 @@ class LiveStream:
 
     Holds at most `size` events before the run waits for the consumer (a step is never
     dropped); tokens of one call, and progress reports of one call, arriving while the
-    consumer is behind are joined into the one still waiting. Once the consumer closes
-    it, events are dropped and the run goes on unobserved.
+    consumer is behind are joined into the one still waiting. While tokens flow, the
+    consumer is woken at most every `interval` seconds and reads what came meanwhile as
+    one token (a task switch per token would cost more than the token); anything else
+    wakes it at once. Once the consumer closes it, events are dropped and the run goes
+    on unobserved.
     """
 
-    def __init__(self, size: int = DEFAULT_BUFFER) -> None:
+    def __init__(self, size: int = DEFAULT_BUFFER, interval: float = DEFAULT_INTERVAL) -> None:
         if size < 1:
             raise ValueError(f"a live buffer of {size} events holds nothing; give at least 1")
         self.size = size
+        self.interval = interval
+        self._patient = False
+        """The consumer sleeps at most `interval`: a token need not wake it."""
         self._items: deque[LiveEvent] = deque()
         self._waker: anyio.Event | None = None
         self._room: anyio.Event | None = None
@@ -126,7 +134,9 @@ class LiveStream:
                 items[-1] = event
                 return
         items.append(event)
-        if self._waker is not None:
+        if self._waker is not None and not (
+            self._patient and (type(event) is Token or type(event) is Progress)
+        ):
             self._waker.set()
             self._waker = None
 
@@ -169,11 +179,19 @@ class LiveStream:
                     raise error
                 raise StopAsyncIteration
             self._waker = anyio.Event()
-            await self._waker.wait()
+            if self._patient:  # tokens are flowing: wake by the clock, read them joined
+                with anyio.move_on_after(self.interval):
+                    await self._waker.wait()
+                self._waker = None
+                self._patient = bool(items)
+            else:
+                await self._waker.wait()
         event = items.popleft()
         if self._room is not None and len(items) < self.size:
             self._room.set()
             self._room = None
+        if type(event) is Token and self.interval > 0:
+            self._patient = True
         return event
 
     async def aclose(self) -> None:

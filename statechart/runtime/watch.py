@@ -14,7 +14,7 @@ from statechart.records.run import Run
 from statechart.runtime.api import recorded_model
 from statechart.runtime.driver import DEFAULT_MAX_SLEEP, Clock, drive_to_end
 from statechart.runtime.lineage import Migration
-from statechart.runtime.live import DEFAULT_BUFFER, LiveStream
+from statechart.runtime.live import DEFAULT_BUFFER, DEFAULT_INTERVAL, LiveStream
 from statechart.store.base import DEFAULT_LEASE_TTL, Store
 
 
@@ -27,6 +27,7 @@ async def watch(
     model: Model | None = None,
     resuming: bool = False,
     buffer: int = DEFAULT_BUFFER,
+    interval: float = DEFAULT_INTERVAL,
     stop_on_close: bool = False,
     migrate: Migration | None = None,
     clock: Clock = time.time,
@@ -41,7 +42,8 @@ async def watch(
     once stored: the only truth), and last `RunWaiting` or `RunEnded`. Each names its
     run, seq and state path. A consumer that falls behind holds the run only once
     `buffer` events wait for it (tokens of one call are joined meanwhile, steps never
-    dropped). Leaving the block before the end leaves the run going, unobserved, and
+    dropped); while tokens flow the consumer reads them joined, at most every `interval`
+    seconds. Leaving the block before the end leaves the run going, unobserved, and
     waits for it; with `stop_on_close` the drive stops there instead (the run stays as
     its last stored step, for `resume`). A drive that fails raises from the stream; an
     exception in the block stops the drive and is raised as it is.
@@ -54,6 +56,8 @@ async def watch(
         resuming: Run the current state's `on_resume` and entering guard first (as
             `resume` does).
         buffer: Events held for a slow consumer before the run waits for it.
+        interval: While tokens flow, the consumer is woken at most this often (seconds)
+            and reads what came meanwhile as one `Token`; 0 wakes it for each.
         stop_on_close: Stop driving when the block is left early.
         migrate: Maps a run stored under another chart version onto this one.
         clock: The time written into events.
@@ -91,7 +95,7 @@ async def watch(
         ```
     """
     run_id = run if isinstance(run, str) else run.run_id
-    stream = LiveStream(buffer)
+    stream = LiveStream(buffer, interval)
     async with anyio.create_task_group() as group:
 
         async def driving() -> None:
