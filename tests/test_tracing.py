@@ -629,6 +629,25 @@ def test_tool_arguments_and_results_only_when_content_capture_is_on(
         assert instructions["type"] == "text" and instructions["content"]
 
 
+def test_a_streamed_reply_adds_its_time_to_first_chunk_and_no_span(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    plain = proc(receiver, tmp_path / "plain.db", "content")["runs"]["content"]
+    before = received(receiver, 8)
+    receiver.clear()
+    out = proc(receiver, tmp_path / "streamed.db", "streamed")["runs"]["streamed"]
+    spans = received(receiver, 8)  # the same spans as the unwatched run: none per chunk
+    assert out["state"] == plain["state"] == "done"
+    assert sorted(s.name for s in spans) == sorted(s.name for s in before)
+    one_span_per_transition(spans, out["events"])
+    chats = named(spans, "chat tiny-1")
+    assert len(chats) == 2
+    for chat in chats:
+        waited = chat.attributes[t.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK]
+        assert 0 <= waited <= (chat.end_ns - chat.start_ns) / 1e9
+    assert not [s for s in before if t.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in s.attributes]
+
+
 @pytest.mark.parametrize("content", [False, True])
 def test_a_ported_sub_chart_span_carries_its_input_only_with_content_capture(
     receiver: Receiver, tmp_path: Path, content: bool

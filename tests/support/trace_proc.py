@@ -14,6 +14,7 @@ Scenarios (run ids are fixed, so later processes find the run):
   ``nested-continue`` resumes it until it waits for approval.
 - ``gate``: a guard refuses `next_state`, then the tool-call budget runs out.
 - ``content``: one tool call with arguments and a result, then done.
+- ``streamed``: the same run watched (`on=`): the model's replies stream.
 - ``errors``: a failing tool (run "tool"), a failing model ("model"), a failing code-state
   handler ("handler").
 - ``rebuilt``: a fresh one-state chart per run (runs "b5", "b6", ...: `max_steps` is the
@@ -158,9 +159,14 @@ async def summary(store: SQLiteStore, run: Run) -> dict[str, Any]:
     }
 
 
-async def go(chart: Chart, store: SQLiteStore, model: Model, run_id: str) -> Run:
+async def go(
+    chart: Chart, store: SQLiteStore, model: Model, run_id: str, *, watched: bool = False
+) -> Run:
     run = await start(chart, store=store, model=model, run_id=run_id)
-    return await run_to_end(chart, run, store=store, model=model)
+    seen: list[Any] = []
+    return await run_to_end(
+        chart, run, store=store, model=model, on=seen.append if watched else None
+    )
 
 
 NESTED_FIRST = (
@@ -271,12 +277,16 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
             reply(call("lookup", "l2", email="b@example.com")),
         )
         return {"gate": await go(desk(1), store, model, "gate")}
-    if name == "content":
+    if name in ("content", "streamed"):
         model = scripted(
-            reply(call("lookup", "l1", email="alice@example.com"), usage=U),
+            reply(
+                call("lookup", "l1", email="alice@example.com"),
+                content="Looking." if name == "streamed" else "",
+                usage=U,
+            ),
             reply(call("next_state", "n1", target="done", ok=True), usage=U),
         )
-        return {"content": await go(desk(5), store, model, "content")}
+        return {name: await go(desk(5), store, model, name, watched=name == "streamed")}
     if name == "retried":
         model = scripted(
             reply(call("flaky", "f1", email="a@example.com")),
