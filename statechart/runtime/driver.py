@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -163,7 +163,7 @@ async def _observed(
 ) -> Any:
     """`_perform`, watched: the call told to the observer as it starts, a model's reply
     streamed (when the model can) and a tool given a `ToolContext` that reports progress."""
-    call_id = observer.started(run, effect)
+    call_id = await observer.started(run, effect)
     kind = type(effect)
     if kind is CallModel and hasattr(model, "stream"):
         try:
@@ -594,7 +594,8 @@ def observer(on: Callable[[LiveEvent], Any] | Sink | None, lease: Lease) -> Obse
     holder had started is told as started `again`."""
     if on is None:
         return None
-    sink = on if hasattr(on, "put") and hasattr(on, "emit") else Callback(on)
+    is_sink = hasattr(on, "emit") and hasattr(on, "send") and hasattr(on, "put")
+    sink = cast(Sink, on) if is_sink else Callback(cast(Callable[[LiveEvent], Any], on))
     return Observer(sink, lease.previous_seq if lease.took_over else None)
 
 

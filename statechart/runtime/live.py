@@ -44,28 +44,39 @@ class Sink(Protocol):
     """Where a drive's live events go."""
 
     def emit(self, event: LiveEvent) -> None:
-        """A call started, a token, a tool's progress: never waits."""
+        """A tool's progress, perhaps from inside a running tool: never waits."""
+
+    async def send(self, event: LiveEvent) -> None:
+        """A call started or a token: may await an async consumer, never waits for room."""
 
     async def put(self, event: LiveEvent) -> None:
         """A stored step, or the run waiting or ending: may wait for room."""
 
 
 class Callback:
-    """The sink of `on=`: each event passed to a function (its awaitable, if it returns
-    one for a step or the run waiting or ending, is awaited)."""
+    """The sink of `on=`: each event passed to a function, in order; what it returns,
+    if awaitable, is awaited. Progress a tool reports from the event loop cannot be
+    awaited there: an async function's handling of it is awaited before the next event."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("_pending", "fn")
 
     def __init__(self, fn: Callable[[LiveEvent], Any]) -> None:
         self.fn = fn
+        self._pending: list[Any] = []
 
     def emit(self, event: LiveEvent) -> None:
-        self.fn(event)
+        out = self.fn(event)
+        if inspect.isawaitable(out):
+            self._pending.append(out)
 
-    async def put(self, event: LiveEvent) -> None:
+    async def send(self, event: LiveEvent) -> None:
+        while self._pending:
+            await self._pending.pop(0)
         out = self.fn(event)
         if inspect.isawaitable(out):
             await out
+
+    put = send
 
 
 class Tee:
@@ -79,6 +90,10 @@ class Tee:
     def emit(self, event: LiveEvent) -> None:
         for sink in self.sinks:
             sink.emit(event)
+
+    async def send(self, event: LiveEvent) -> None:
+        for sink in self.sinks:
+            await sink.send(event)
 
     async def put(self, event: LiveEvent) -> None:
         for sink in self.sinks:
@@ -139,6 +154,9 @@ class LiveStream:
         ):
             self._waker.set()
             self._waker = None
+
+    async def send(self, event: LiveEvent) -> None:
+        self.emit(event)
 
     async def put(self, event: LiveEvent) -> None:
         while not self.closed and len(self._items) >= self.size:
@@ -211,7 +229,7 @@ class Observer:
         """The seq whose call a dead drive had started (a takeover): said once, then None."""
         self._loop_thread = threading.get_ident()
 
-    def started(self, run: Run, effect: Any) -> str:
+    async def started(self, run: Run, effect: Any) -> str:
         """Tell the sink the effect's call begins; the call's id ("" for no call)."""
         kind = type(effect)
         seq = run.seq + 1
@@ -226,7 +244,7 @@ class Observer:
         again = self.again == run.seq
         if again:
             self.again = None
-        self.sink.emit(
+        await self.sink.send(
             CallStarted(
                 run_id=run.run_id,
                 seq=seq,
@@ -253,14 +271,14 @@ class Observer:
         from statechart.errors import ModelError
 
         began = time.monotonic()
-        emit, seq, path, run_id = self.sink.emit, run.seq + 1, run.state, run.run_id
+        send, seq, path, run_id = self.sink.send, run.seq + 1, run.state, run.run_id
         answered: Reply | None = None
         async for piece in model.stream(request):
             if type(piece) is Chunk or isinstance(piece, Chunk):
                 if first is not None:
                     first(time.monotonic() - began)
                     first = None
-                emit(
+                await send(
                     Token(
                         run_id=run_id,
                         seq=seq,
@@ -289,7 +307,7 @@ class Observer:
         """The `ToolContext` a tool receives: its progress reaches the sink as `Progress`
         (from a worker thread, by way of the event loop)."""
         seq, path, run_id, tool = run.seq + 1, run.state, run.run_id, effect.tool.name
-        emit, loop = self.sink.emit, self._loop_thread
+        emit, send, loop = self.sink.emit, self.sink.send, self._loop_thread
 
         def report(message: str, data: dict[str, Any]) -> None:
             event = Progress(
@@ -305,7 +323,7 @@ class Observer:
                 emit(event)
             else:
                 with contextlib.suppress(RuntimeError):  # abandoned, or the loop is gone
-                    anyio.from_thread.run_sync(emit, event)
+                    anyio.from_thread.run(send, event)  # waits for an async consumer
 
         return ToolContext(run_id=run_id, state=path, tool=tool, call_id=call_id, report=report)
 

@@ -99,6 +99,9 @@ class Relay:
             if time.monotonic() - self._sent >= INTERVAL:
                 self._flush()
 
+    async def send(self, event: LiveEvent) -> None:
+        self.emit(event)
+
     async def put(self, event: LiveEvent) -> None:
         if isinstance(event, Step):
             self._send(
