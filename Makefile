@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads bench-streaming clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-tracing: $(BIN)/python   # about four minutes; writes benchmarks/results/t
 
 bench-threads: $(BIN)/python   # about a minute; a def tool in a worker thread vs inline
 	$(BIN)/python benchmarks/threads.py
+
+bench-streaming: $(BIN)/python   # about 5 minutes, needs valgrind; framework cost per streamed chunk
+	$(BIN)/python benchmarks/streaming.py
 
 bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
 	$(BIN)/python benchmarks/event_table.py

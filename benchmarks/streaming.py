@@ -27,6 +27,7 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,13 +111,19 @@ def one(kind: str, chunks: int) -> None:
 
 
 def counted(kind: str, chunks: int) -> int:
+    """Instructions of a process running one `kind` run: the fewer of two counts (a
+    first import that writes bytecode, or other one-off work, would count otherwise)."""
     from instructions import callgrind
 
     env = {**os.environ, "PYTHONPATH": f"{HERE.parent}{os.pathsep}{HERE}", "PYTHONHASHSEED": "0"}
     command = [sys.executable, str(Path(__file__).resolve()), "--one", kind, str(chunks)]
-    instructions, out = callgrind(command, env)
-    assert kind not in ("watched", "called") or int(out.split()[-1]) >= 1, out  # tokens read
-    return instructions
+    subprocess.run(command, env=env, check=True, capture_output=True)  # warm: bytecode written
+    counts = []
+    for _ in range(2):
+        instructions, out = callgrind(command, env)
+        assert kind not in ("watched", "called") or int(out.split()[-1]) >= 1, out  # tokens read
+        counts.append(instructions)
+    return min(counts)
 
 
 async def timed(kind: str, chunks: int) -> float:

@@ -84,3 +84,19 @@ def test_threads_benchmark_runs_small_and_times_every_kind_of_tool(tmp_path: Pat
     kinds = {"def (thread)", "def inline", "async def", "def, 1 thread"}
     assert set(result["us_per_transition"]) == kinds and result["steps"] == 20
     assert result["ratio_to_inline"]["def inline"] == 1.0
+
+
+def test_streaming_benchmark_runs_small_and_times_every_kind(tmp_path: Path) -> None:
+    report = benchmark(
+        "streaming.py",
+        "--chunks",
+        "40",
+        "--rounds",
+        "1",
+        "--no-callgrind",
+        out=tmp_path / "streaming.json",
+    )
+    assert report["chunks"] == 40
+    assert set(report["native_seconds"]) == {"watched", "called", "unwatched", "model"}
+    assert all(seconds > 0 for seconds in report["native_seconds"].values())
+    assert "framework_instructions_per_chunk" not in report  # no callgrind asked for
