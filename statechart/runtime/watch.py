@@ -73,9 +73,17 @@ async def watch(
         ```python
         import anyio
 
-        from statechart import MemoryStore, ScriptedModel, Token, call, reply, start, watch
+        from statechart import (
+            Budget, Chart, Edge, MemoryStore, ScriptedModel, State, Token, call, reply,
+            start, watch,
+        )
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"), content="Hi there!")])
 
 
