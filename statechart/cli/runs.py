@@ -92,12 +92,12 @@ async def _drive(
             typer.echo(step_line(record, chart))
         return bool(_STOP["asked"])  # Ctrl-C: the step is stored; stop before the next one
 
-    relay = relay_for(store)  # an inspector elsewhere on this machine sees it live too
-    sinks: list[Sink] = [s for s in (relay, Callback(shown) if shown else None) if s]
     compiled(chart)
     gc.collect()
     gc.freeze()  # this process's modules and chart outlive the run: keep them out of the
     # cyclic GC's passes (docs/performance.md: its full passes cost ~1/3 of a transition)
+    relay = relay_for(store)  # an inspector elsewhere on this machine sees it live too
+    sinks: list[Sink] = [s for s in (relay, Callback(shown) if shown else None) if s]
     try:
         with live if live is not None else contextlib.nullcontext():
             last = await drive_to_end(

@@ -165,17 +165,20 @@ async def _observed(
     streamed (when the model can) and a tool given a `ToolContext` that reports progress."""
     call_id = await observer.started(run, effect)
     kind = type(effect)
-    if kind is CallModel and hasattr(model, "stream"):
-        try:
-            first = getattr(hooks, "first_chunk", None)
-            return checked_reply(
-                await observer.streamed(model, effect.request, run, call_id, first)
-            )
-        except Exception as exc:
-            return exc
-    if kind is RunTool and effect.tool.context_parameter is not None:
-        return await _perform(effect, model, observer.tool_context(run, effect, call_id))
-    return await _perform(effect, model)
+    try:
+        if kind is CallModel and hasattr(model, "stream") and observer.wants_tokens:
+            try:
+                first = getattr(hooks, "first_chunk", None)
+                return checked_reply(
+                    await observer.streamed(model, effect.request, run, call_id, first)
+                )
+            except Exception as exc:
+                return exc
+        if kind is RunTool and effect.tool.context_parameter is not None:
+            return await _perform(effect, model, observer.tool_context(run, effect, call_id))
+        return await _perform(effect, model)
+    finally:
+        observer.current = ""  # the call is over: a thread it left behind reports nothing
 
 
 async def _perform(effect: Any, model: Model, context: ToolContext | None = None) -> Any:
@@ -522,7 +525,7 @@ class _Drive:
         self.session.absorb(self.run, record)
         self.run = record.run
         if self.observer is not None:
-            await self.observer.sink.put(record)
+            await self.observer.stored(record)
         return record
 
     def _refused(self, record: Step, error: BaseException) -> None:

@@ -52,6 +52,9 @@ class Sink(Protocol):
     async def put(self, event: LiveEvent) -> None:
         """A stored step, or the run waiting or ending: may wait for room."""
 
+    # A sink may also say `wants_tokens = False` (nobody reads them now): the model is
+    # then asked with `complete()`, not streamed.
+
 
 class Callback:
     """The sink of `on=`: each event passed to a function, in order; what it returns,
@@ -59,6 +62,8 @@ class Callback:
     awaited there: an async function's handling of it is awaited before the next event."""
 
     __slots__ = ("_pending", "fn")
+
+    wants_tokens = True
 
     def __init__(self, fn: Callable[[LiveEvent], Any]) -> None:
         self.fn = fn
@@ -86,6 +91,10 @@ class Tee:
 
     def __init__(self, *sinks: Sink) -> None:
         self.sinks = sinks
+
+    @property
+    def wants_tokens(self) -> bool:
+        return any(getattr(sink, "wants_tokens", True) for sink in self.sinks)
 
     def emit(self, event: LiveEvent) -> None:
         for sink in self.sinks:
@@ -128,6 +137,11 @@ class LiveStream:
         """True once the consumer closed the stream: the run goes on unobserved."""
         self.run: Run | None = None
         """The run once the drive stopped (`watch` sets it)."""
+
+    @property
+    def wants_tokens(self) -> bool:
+        """Someone still reads: a closed stream wants nothing."""
+        return not self.closed
 
     @property
     def finished(self) -> bool:
@@ -219,15 +233,42 @@ class LiveStream:
 
 class Observer:
     """What one drive tells its sink: each call as it starts, a streamed reply's chunks,
-    a tool's progress, and the run waiting or ending."""
+    a tool's progress, the stored steps, and the run waiting or ending.
 
-    __slots__ = ("_loop_thread", "again", "sink")
+    A consumer's exception never becomes the call's outcome: it is held, nothing more is
+    told, and it is raised once the step is stored (`stored`), so the log is the one an
+    unwatched drive writes and the call is not lost."""
+
+    __slots__ = ("_loop_thread", "again", "current", "failed", "sink")
 
     def __init__(self, sink: Sink, again: int | None = None) -> None:
         self.sink = sink
         self.again = again
         """The seq whose call a dead drive had started (a takeover): said once, then None."""
+        self.current = ""
+        """The call being made; a tool's progress for any other (a thread its timeout
+        abandoned) is dropped."""
+        self.failed: BaseException | None = None
+        """A consumer's exception, held until the step is stored."""
         self._loop_thread = threading.get_ident()
+
+    @property
+    def wants_tokens(self) -> bool:
+        """Someone reads tokens: a model call is streamed."""
+        return self.failed is None and bool(getattr(self.sink, "wants_tokens", True))
+
+    async def _tell(self, event: LiveEvent) -> None:
+        if self.failed is not None:
+            return
+        try:
+            await self.sink.send(event)
+        except Exception as exc:
+            self.failed = exc
+
+    def _raise_failed(self) -> None:
+        if self.failed is not None:
+            error, self.failed = self.failed, None
+            raise error
 
     async def started(self, run: Run, effect: Any) -> str:
         """Tell the sink the effect's call begins; the call's id ("" for no call)."""
@@ -244,7 +285,8 @@ class Observer:
         again = self.again == run.seq
         if again:
             self.again = None
-        await self.sink.send(
+        self.current = call_id
+        await self._tell(
             CallStarted(
                 run_id=run.run_id,
                 seq=seq,
@@ -271,31 +313,33 @@ class Observer:
         from statechart.errors import ModelError
 
         began = time.monotonic()
-        send, seq, path, run_id = self.sink.send, run.seq + 1, run.state, run.run_id
+        tell, seq, path, run_id = self._tell, run.seq + 1, run.state, run.run_id
         answered: Reply | None = None
-        async for piece in model.stream(request):
-            if type(piece) is Chunk or isinstance(piece, Chunk):
-                if first is not None:
-                    first(time.monotonic() - began)
-                    first = None
-                await send(
-                    Token(
-                        run_id=run_id,
-                        seq=seq,
-                        path=path,
-                        call_id=call_id,
-                        text=piece.text,
-                        tool=piece.tool,
-                        tool_call_id=piece.call_id,
+        pieces = model.stream(request)
+        async with _closing(pieces):  # a call cut off closes its HTTP response now
+            async for piece in pieces:
+                if type(piece) is Chunk or isinstance(piece, Chunk):
+                    if first is not None:
+                        first(time.monotonic() - began)
+                        first = None
+                    await tell(
+                        Token(
+                            run_id=run_id,
+                            seq=seq,
+                            path=path,
+                            call_id=call_id,
+                            text=piece.text,
+                            tool=piece.tool,
+                            tool_call_id=piece.call_id,
+                        )
                     )
-                )
-            elif isinstance(piece, Reply):
-                answered = piece
-            else:
-                raise ModelError(
-                    f"{model.spec} streamed a {type(piece).__name__} in state "
-                    f"'{request.state}'; a stream yields Chunks and then one Reply"
-                )
+                elif isinstance(piece, Reply):
+                    answered = piece
+                else:
+                    raise ModelError(
+                        f"{model.spec} streamed a {type(piece).__name__} in state "
+                        f"'{request.state}'; a stream yields Chunks and then one Reply"
+                    )
         if answered is None:
             raise ModelError(
                 f"{model.spec} ended its stream in state '{request.state}' with no Reply; "
@@ -305,11 +349,13 @@ class Observer:
 
     def tool_context(self, run: Run, effect: RunTool, call_id: str) -> ToolContext:
         """The `ToolContext` a tool receives: its progress reaches the sink as `Progress`
-        (from a worker thread, by way of the event loop)."""
+        (from a worker thread, by way of the event loop) while its call is being made."""
         seq, path, run_id, tool = run.seq + 1, run.state, run.run_id, effect.tool.name
-        emit, send, loop = self.sink.emit, self.sink.send, self._loop_thread
+        loop = self._loop_thread
 
         def report(message: str, data: dict[str, Any]) -> None:
+            if self.current != call_id or self.failed is not None:
+                return  # the call is over (cut off, its thread abandoned), or told failed
             event = Progress(
                 run_id=run_id,
                 seq=seq,
@@ -320,18 +366,33 @@ class Observer:
                 data=data,
             )
             if threading.get_ident() == loop:
-                emit(event)
+                try:
+                    self.sink.emit(event)
+                except Exception as exc:
+                    self.failed = exc
             else:
                 with contextlib.suppress(RuntimeError):  # abandoned, or the loop is gone
-                    anyio.from_thread.run(send, event)  # waits for an async consumer
+                    anyio.from_thread.run(self._tell, event)  # waits for an async consumer
 
         return ToolContext(run_id=run_id, state=path, tool=tool, call_id=call_id, report=report)
 
+    async def stored(self, step: Any) -> None:
+        """Tell the sink `step` is stored; then raise a consumer's held exception."""
+        self.current = ""
+        if self.failed is None:
+            await self.sink.put(step)
+        self._raise_failed()
+
     async def stopped(self, run: Run | None) -> None:
         """Tell the sink the drive stopped with the run waiting or ended."""
-        if run is None:
-            return
-        if run.status == "ended":
-            await self.sink.put(RunEnded(run=run))
-        elif run.status in ("waiting", "sleeping"):
-            await self.sink.put(RunWaiting(run=run))
+        if run is not None and self.failed is None:
+            if run.status == "ended":
+                await self.sink.put(RunEnded(run=run))
+            elif run.status in ("waiting", "sleeping"):
+                await self.sink.put(RunWaiting(run=run))
+        self._raise_failed()
+
+
+def _closing(stream: Any) -> Any:
+    """`contextlib.aclosing(stream)` when it can be closed, else nothing to do."""
+    return contextlib.aclosing(stream) if hasattr(stream, "aclose") else contextlib.nullcontext()

@@ -34,6 +34,8 @@ INTERVAL = 0.05
 """Seconds between two datagrams about one run's text (tokens in between are joined)."""
 TAIL = 6000
 """Characters of a call's text a datagram carries (its end)."""
+MAX_DATAGRAM = 1 << 17
+"""Bytes a datagram may carry (a longer one is cut to the text's end)."""
 RESCAN = 0.5
 """Seconds a driver trusts its list of listeners before reading the directory again."""
 
@@ -61,6 +63,14 @@ class Relay:
         self._call: dict[str, Any] = {}
         self._sent = 0.0
         self._dirty = False
+
+    @property
+    def wants_tokens(self) -> bool:
+        """An inspector listens on this machine now (the directory is read again: this
+        is asked once a model call): only then is a model call streamed for the relay."""
+        self._scanned = 0.0
+        self._rescan()
+        return bool(self._listeners)
 
     def emit(self, event: LiveEvent) -> None:
         kind = type(event)
@@ -125,16 +135,14 @@ class Relay:
         self._sent = time.monotonic()
 
     def _send(self, message: dict[str, Any]) -> None:
-        now = time.monotonic()
-        if now - self._scanned > RESCAN:
-            self._scanned = now
-            try:
-                self._listeners = [str(p) for p in self.directory.glob("*.sock")]
-            except OSError:
-                self._listeners = []
+        self._rescan()
         if not self._listeners:
             return
-        data = json.dumps(message, separators=(",", ":")).encode()
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(data) > MAX_DATAGRAM:  # text of many calls, or wide characters: keep the ends
+            message = {**message, "text": str(message.get("text", ""))[-TAIL // 4 :]}
+            message.pop("calls", None)
+            data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
         for listener in list(self._listeners):
             try:
                 self._sock.sendto(data, listener)
@@ -144,6 +152,15 @@ class Relay:
                     with contextlib.suppress(OSError):
                         os.unlink(listener)
                 # EAGAIN (a listener behind) or too long: this one is lost; the next repeats it
+
+    def _rescan(self) -> None:
+        now = time.monotonic()
+        if now - self._scanned > RESCAN:
+            self._scanned = now
+            try:
+                self._listeners = [str(p) for p in self.directory.glob("*.sock")]
+            except OSError:
+                self._listeners = []
 
     def close(self) -> None:
         """Send what is pending and release the socket."""
@@ -159,12 +176,14 @@ def relay_for(store: Store) -> Relay | None:
 
 
 @contextlib.asynccontextmanager
-async def listening(store: Store) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-    """Receive the live messages of every run driven on `store` on this machine (an
-    empty stream for a store that lives in one process)."""
+async def listening(
+    store: Store, quiet: float = 15.0
+) -> AsyncIterator[AsyncIterator[dict[str, Any] | None]]:
+    """Receive the live messages of every run driven on `store` on this machine (none
+    for a store that lives in one process); None after each `quiet` seconds with none."""
     directory = where(store)
     if directory is None:
-        yield _nothing()
+        yield _nothing(quiet)
         return
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / f"{uuid.uuid4().hex[:12]}.sock"
@@ -173,18 +192,24 @@ async def listening(store: Store) -> AsyncIterator[AsyncIterator[dict[str, Any]]
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
     sock.bind(str(path))
     try:
-        yield _received(sock)
+        yield _received(sock, quiet)
     finally:
         sock.close()
         with contextlib.suppress(OSError):
             path.unlink()
 
 
-async def _received(sock: socket.socket) -> AsyncIterator[dict[str, Any]]:
+async def _received(sock: socket.socket, quiet: float) -> AsyncIterator[dict[str, Any] | None]:
     while True:
-        await anyio.wait_readable(sock)
+        readable = False
+        with anyio.move_on_after(quiet):  # inside the generator: cut off, it goes on
+            await anyio.wait_readable(sock)
+            readable = True
+        if not readable:
+            yield None
+            continue
         try:
-            data = sock.recv(1 << 16)
+            data = sock.recv(MAX_DATAGRAM)
         except BlockingIOError:
             continue
         with contextlib.suppress(ValueError):
@@ -193,6 +218,7 @@ async def _received(sock: socket.socket) -> AsyncIterator[dict[str, Any]]:
                 yield message
 
 
-async def _nothing() -> AsyncIterator[dict[str, Any]]:
-    await anyio.sleep_forever()
-    yield {}  # pragma: no cover
+async def _nothing(quiet: float) -> AsyncIterator[dict[str, Any] | None]:
+    while True:
+        await anyio.sleep(quiet)
+        yield None

@@ -122,7 +122,10 @@ async def watch(
                     max_sleep=max_sleep,
                     on=stream,
                 )
-            except Exception as exc:
+            except anyio.get_cancelled_exc_class():
+                stream.finish()
+                raise
+            except BaseException as exc:  # raised from the stream as it is, not in a group
                 stream.finish(exc)
                 return
             stream.finish()

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -202,12 +201,8 @@ def create_app(
 
         async def events() -> AsyncIterator[str]:
             yield "retry: 2000\n\n"
-            async with listening(store) as messages:
-                received = aiter(messages)
-                while True:
-                    message = None
-                    with anyio.move_on_after(KEEPALIVE):
-                        message = await anext(received)
+            async with listening(store, quiet=KEEPALIVE) as messages:
+                async for message in messages:
                     if message is None:
                         yield ": keepalive\n\n"
                     elif message.get("run_id") == run_id:

@@ -404,3 +404,111 @@ def test_a_driver_killed_mid_stream_is_followed_by_one_that_asks_again(tmp_path:
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     asked = [e for e in log if e.seq == began["seq"]]
     assert len(asked) == 1 and asked[0].source == "work.think"
+
+
+class ConsumerBroke(Exception):
+    pass
+
+
+def test_an_on_function_that_raises_stops_the_drive_after_the_step_is_stored() -> None:
+    """The consumer's error is not the model's: the call's step is stored as unwatched,
+    then the error is raised; a later drive goes on from there."""
+
+    async def main(on_kind: str) -> tuple[str, list[Any], Any]:
+        store, m, c = MemoryStore(), model(), desk()
+        run = await start(c, store=store, model=m)
+
+        def on(event: LiveEvent) -> None:
+            if event.kind == on_kind:
+                raise ConsumerBroke(f"cannot show a {on_kind}")
+
+        with pytest.raises(ConsumerBroke, match=on_kind):
+            await run_to_end(c, run, store=store, model=m, on=on)
+        log = await store.events(run.run_id)
+        end = await run_to_end(c, run.run_id, store=store, model=m)
+        return end.state, log, await store.events(run.run_id)
+
+    state, log, whole = anyio.run(main, "token")
+    assert state == "done"
+    assert [(e.seq, e.trigger, e.error) for e in log] == [(1, "propose", None)]
+    assert [e.trigger for e in whole][:2] == ["propose", "results"]
+
+    state, log, whole = anyio.run(main, "progress")  # told from crawl's worker thread
+    assert state == "done"
+    assert [(e.seq, e.trigger) for e in log] == [(1, "propose"), (2, "results")]
+    assert log[-1].result == "2 pages of a.example"  # the tool's own result, not an error
+
+
+def test_progress_from_a_tool_its_timeout_abandoned_is_not_told_after_its_step() -> None:
+    @tool(retry="safe", timeout=0.1)
+    def slow(site: str, ctx: ToolContext) -> str:
+        """Read a slow site."""
+        for n in range(8):
+            ctx.progress(f"late {n}")
+            time.sleep(0.05)
+        return "never seen"
+
+    chart = Chart(
+        "slow",
+        states=(State("work", tools=(slow,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+
+    async def main() -> list[LiveEvent]:
+        m = ScriptedModel(
+            [
+                reply(call("slow", "s1", site="x")),
+                reply(call("next_state", "s2", target="done")),
+            ],
+            chunk_delay=0.1,  # the model streams while the abandoned thread goes on
+        )
+        return await watched(chart, MemoryStore(), m, interval=0)
+
+    seen = anyio.run(main)
+    (cut,) = [e for e in seen if isinstance(e, Step) and e.event.seq == 2]
+    assert cut.event.error is not None and "CallTimeoutError" in cut.event.error
+    assert [e for e in seen if isinstance(e, Progress)]  # told while the call ran
+    assert not [e for e in seen[seen.index(cut) :] if isinstance(e, Progress)]
+
+
+class Halt(BaseException):
+    pass
+
+
+def test_a_base_exception_in_the_drive_comes_out_of_watch_as_it_is() -> None:
+    @tool(retry="safe", inline=True)
+    def halt() -> str:
+        """Stop everything."""
+        raise Halt("stop")
+
+    chart = Chart(
+        "halting",
+        states=(State("work", tools=(halt,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+    m = ScriptedModel([reply(call("halt", "h1"))])
+    with pytest.raises(Halt):
+        anyio.run(watched, chart, MemoryStore(), m)
+
+
+def test_a_relay_wants_tokens_only_while_an_inspector_listens(tmp_path: Path) -> None:
+    from statechart.runtime.relay import listening, relay_for
+
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+
+    async def main() -> tuple[bool, bool]:
+        relay = relay_for(store)
+        assert relay is not None
+        alone = relay.wants_tokens
+        async with listening(store):
+            relay._scanned = 0.0  # read the directory again now, not in RESCAN seconds
+            heard = relay.wants_tokens
+        relay.close()
+        return alone, heard
+
+    try:
+        assert anyio.run(main) == (False, True)
+    finally:
+        store.close()

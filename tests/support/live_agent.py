@@ -12,6 +12,9 @@ WORDS = " ".join(f"word{n}" for n in range(1, 41))
 """The reply the model streams, word by word: `word1 word2 ... word40`."""
 DELAY = float(os.environ.get("LIVE_AGENT_DELAY", "0.05"))
 """Seconds between streamed chunks (and between the tool's progress reports)."""
+GATE = os.environ.get("LIVE_AGENT_GATE", "")
+"""A file the tool waits for (up to 30 s) before it returns, when set: a test lets the
+run reach its long reply only once it watches."""
 
 
 @tool(retry="safe")
@@ -20,6 +23,9 @@ def gather(topic: str, ctx: ToolContext) -> str:
     for page in range(1, 4):
         ctx.progress(f"page {page} of 3", page=page)
         time.sleep(DELAY)
+    deadline = time.monotonic() + 30
+    while GATE and not os.path.exists(GATE) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return f"3 pages on {topic}"
 
 

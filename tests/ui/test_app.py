@@ -16,11 +16,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
 
 from statechart import RunNotFoundError, SQLiteStore
+from statechart.runtime.relay import where
 from tests.support.cli import AGENT, DESK, ROOT, TICKET, WAITING, cli_env, run_cli
 
 CHROMIUM = os.environ.get("STATECHART_CHROMIUM") or shutil.which("chromium") or ""
@@ -578,7 +580,8 @@ def test_a_run_driven_by_another_process_streams_its_text_before_its_step_is_sto
 ) -> None:  # type: ignore[no-untyped-def]
     """The page takes the driving process's tokens over server-sent events and shows the
     reply as it is written, before the step that stores it; then the stored step."""
-    slow = cli_env(LIVE_AGENT_DELAY="0.08")
+    gate = inspector.cwd / "watching"  # the tool returns once the page listens
+    slow = cli_env(LIVE_AGENT_DELAY="0.08", LIVE_AGENT_GATE=str(gate))
     driver = subprocess.Popen(
         [
             sys.executable,
@@ -607,7 +610,14 @@ def test_a_run_driven_by_another_process_streams_its_text_before_its_step_is_sto
                 assert driver.poll() is None, driver.communicate()
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
+        listeners = where(SimpleNamespace(path=str(inspector.db)))  # type: ignore[arg-type]
+        assert listeners is not None  # where the inspector listens for this store
+        before = set(listeners.glob("*.sock"))
         page.goto(f"{inspector.url}/runs/live-1")
+        while not set(listeners.glob("*.sock")) - before:  # a driver streams only to a
+            assert time.monotonic() < deadline + 20  # listener: wait for the page's
+            time.sleep(0.05)
+        gate.touch()
         # the reply (seq 3) is being written: its words show while the page, refreshed
         # by every stored step, still says no step past 2 is stored
         page.wait_for_function(
