@@ -20,11 +20,32 @@ class Session:
 
     Example:
         ```python
-        # in async code, with `chart`, `store`, `model` and a started `run`
-        session = await load_session(store, run)
-        while (record := await step(chart, run, model=model, session=session)) is not None:
-            session.absorb(run, record)  # the run before the step, and the step
-            run = record.run
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, load_session, reply, start, step
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            session = await load_session(store, run)
+            while (record := await step(chart, run, model=model, session=session)) is not None:
+                session.absorb(run, record)  # the run before the step, and the step
+                run = record.run
+            assert run.state == "done"
+            assert (await store.load(run.run_id)).seq == 0  # step() stored nothing
+
+
+        anyio.run(main)
         ```
     """
 

@@ -18,7 +18,8 @@ class Model(Protocol):
 
     Example:
         ```python
-        from statechart import MemoryStore, Model, Reply, Request, Usage, call, run_sync
+        from statechart import Budget, Chart, Edge, MemoryStore, Model, Reply, Request, State, Usage
+        from statechart import call, run_sync
 
 
         class Finisher:
@@ -33,7 +34,12 @@ class Model(Protocol):
 
 
         assert isinstance(Finisher(), Model)
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         assert run_sync(chart, store=MemoryStore(), model=Finisher()).state == "done"
         ```
     """

@@ -77,10 +77,16 @@ class ScriptedModel:
 
     Example:
         ```python
-        from statechart import MemoryStore, ScriptedModel
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
         from statechart import call, reply, run_sync
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Greet, then finish."),
+                    State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
         assert run_sync(chart, store=MemoryStore(), model=model).state == "done"
         (request,) = model.requests

@@ -31,7 +31,26 @@ class QueuedCall(Record, frozen=True):
 
     Example:
         ```python
-        # `run` waits in `resolve.approve`: its model asked for `refund`, a needs_approval tool
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync, tool
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order."
+            return f"refunded {amount} on {order}"
+
+
+        chart = Chart(
+            "refunds",
+            states=(State("resolve", tools=(refund,), instructions="Refund the order."),
+                    State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("refund", order="A-7", amount=20))])
+        run = run_sync(chart, store=MemoryStore(), model=model)
+        assert run.state == "resolve.approve"  # its model asked for `refund`, a needs_approval tool
         head = run.pending[0]
         assert (head.call.name, head.call.arguments) == ("refund", {"order": "A-7", "amount": 20})
         assert head.approved_by is None  # `approve(..., by="dana")` sets it; then it runs
@@ -55,10 +74,33 @@ class Intent(Record, frozen=True):
 
     Example:
         ```python
-        # in async code: calls of run `run_id` recorded to run and not completed (one
-        # waiting for approval, or one a killed driver may have started)
-        open_calls = [i for i in await store.intents(run_id) if not i.completed]
-        print([(i.call.name, i.state, i.key) for i in open_calls])
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync, tool
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order."
+            return f"refunded {amount} on {order}"
+
+
+        chart = Chart(
+            "refunds",
+            states=(State("resolve", tools=(refund,), instructions="Refund the order."),
+                    State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("refund", order="A-7", amount=20))])
+        store = MemoryStore()
+        run = run_sync(chart, store=store, model=model)  # waits for a person to approve
+        # calls recorded to run and not completed (one waiting for approval, or one a killed
+        # driver may have started); in async code: await store.intents(run_id)
+        open_calls = [i for i in anyio.run(store.intents, run.run_id) if not i.completed]
+        assert [(i.call.name, i.state) for i in open_calls] == [("refund", "resolve")]
+        assert open_calls[0].key == run.pending[0].key  # the key a keyed tool is handed
         ```
     """
 
@@ -83,9 +125,41 @@ class Visit(Record, frozen=True):
 
     Example:
         ```python
-        # `run` is back in `research.think` after the model's first reply ran one search
-        visit = run.visit
-        assert (visit.state, visit.iterations, visit.calls) == ("research", 1, {"search_kb": 1})
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, drive, reply, start, tool
+
+
+        @tool(retry="safe")
+        def search_kb(query: str) -> str:
+            "Search the knowledge base."
+            return "KB-12"
+
+
+        chart = Chart(
+            "qa",
+            states=(State("research", tools=(search_kb,), instructions="Look it up."),
+                    State("done", kind="terminal")),
+            edges=(Edge("research", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("search_kb", query="refund")),
+                               reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            runs = [record.run async for record in drive(chart, run, store=store, model=model)]
+            # the second step: back in `research.think` after the model's first reply ran one search
+            assert runs[1].state == "research.think"
+            visit = runs[1].visit
+            assert visit is not None
+            assert (visit.state, visit.iterations, visit.calls) == ("research", 1, {"search_kb": 1})
+
+
+        anyio.run(main)
         ```
     """
 
@@ -109,9 +183,15 @@ class Run(Record, frozen=True):
 
     Example:
         ```python
-        from statechart import MemoryStore, ScriptedModel, call, reply, run_sync
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
         run = run_sync(chart, store=MemoryStore(), model=model)
         assert (run.state, run.status) == ("done", "ended")
@@ -188,11 +268,38 @@ class Event(Record, frozen=True):
 
     Example:
         ```python
-        # in async code, after driving the run `run_id` on `store`
-        events = await store.events(run_id)
-        refused = [e for e in events if e.refused]  # moves code refused, and why
-        decided = [(e.seq, e.by, e.trigger) for e in events if e.actor == "human"]
-        forced = [e.exhausted for e in events if e.exhausted]  # e.g. ["research:tool_calls"]
+        import anyio
+        from pydantic import BaseModel
+
+        from statechart import Budget, Chart, Edge, Facts, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync
+
+
+        class Ctx(BaseModel):
+            answer: str | None = None
+
+
+        def has_answer(facts: Facts) -> str | None:
+            return None if facts.context.answer else "write an answer first"
+
+
+        chart = Chart(
+            "qa",
+            context=Ctx,
+            states=(State("ask", writes=("answer",), instructions="Answer."),
+                    State("done", kind="terminal")),
+            edges=(Edge("ask", "done", guard=has_answer),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done")),
+                               reply(call("next_state", target="done", answer="42"))])
+        store = MemoryStore()
+        run = run_sync(chart, store=store, model=model)
+        events = anyio.run(store.events, run.run_id)  # in async code: await store.events(...)
+        assert [e.trigger for e in events] == ["propose", "refuse", "propose", "go:done"]
+        refused = [e.refused for e in events if e.refused]  # moves code refused, and why
+        assert refused == ["edge ask->done refused: write an answer first"]
+        decided = [(e.seq, e.by, e.trigger) for e in events if e.actor == "human"]  # none here
         ```
     """
 
@@ -293,9 +400,30 @@ class Step(Record, frozen=True):
 
     Example:
         ```python
-        # in async code, with `chart`, `store`, `model` and a started `run`
-        async for record in drive(chart, run, store=store, model=model):
-            print(record.event.seq, record.event.trigger, record.refused or "", record.spent.tokens)
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, drive, reply, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            async for record in drive(chart, run, store=store, model=model):
+                event = record.event  # stored before drive() yields it
+                print(event.seq, event.trigger, record.refused or "", record.spent.tokens)
+            assert [e.trigger for e in await store.events(run.run_id)] == ["propose", "go:done"]
+
+
+        anyio.run(main)
         ```
     """
 

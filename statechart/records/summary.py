@@ -16,9 +16,30 @@ class RunSummary(Record, frozen=True):
 
     Example:
         ```python
-        # in async code, with any store
-        for s in await store.summaries(status="running"):
-            print(s.run_id, s.state, s.seq, s.spent.steps, s.spent.tokens, s.spent.cost_micros)
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_to_end, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()  # or any other store: the same listing
+            run = await start(chart, store=store, model=model)
+            await run_to_end(chart, run, store=store, model=model)
+            for s in await store.summaries(status="ended"):
+                print(s.run_id, s.state, s.seq, s.spent.steps, s.spent.tokens, s.spent.cost_micros)
+                assert (s.state, s.seq, s.spent.steps) == ("done", 2, 2)
+
+
+        anyio.run(main)
         ```
     """
 
@@ -52,9 +73,28 @@ class RunPage(Record, frozen=True):
 
     Example:
         ```python
-        # in async code, with any store: the second page of 50 waiting runs
-        page = await store.page(status="waiting", limit=50, offset=50)
-        print(page.total, [s.run_id for s in page.rows])
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            for n in range(5):
+                await start(chart, store=store, model=ScriptedModel([]), run_id=f"run-{n}")
+            page = await store.page(status="running", limit=2, offset=2)  # the second page of 2
+            assert page.total == 5 and len(page.rows) == 2
+            print(page.total, [s.run_id for s in page.rows])
+
+
+        anyio.run(main)
         ```
     """
 

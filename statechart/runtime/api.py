@@ -62,10 +62,15 @@ async def start(
         ```python
         import anyio
 
-        from statechart import MemoryStore, ScriptedModel
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
         from statechart import call, reply, run_to_end, start
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
 
 
@@ -153,11 +158,38 @@ async def run_to_end(
 
     Example:
         ```python
-        # in async code, with `chart`, `store` and `model` as in `start`'s example
-        run = await start(chart, store=store, model=model)
-        run = await run_to_end(chart, run, store=store, model=model)
-        if run.status == "waiting":  # e.g. a call to a `needs_approval` tool
-            print(run.reason)  # approve() or reject() it, then resume()
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_to_end, start, tool
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order."
+            return f"refunded {amount} on {order}"
+
+
+        chart = Chart(
+            "refunds",
+            states=(State("resolve", tools=(refund,), instructions="Refund the order."),
+                    State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("refund", order="A-7", amount=20))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            run = await run_to_end(chart, run, store=store, model=model)
+            if run.status == "waiting":  # here: a call to a `needs_approval` tool
+                print(run.reason)  # approve() or reject() it, then resume()
+            assert run.reason == "tool 'refund' needs approval in state 'resolve'"
+
+
+        anyio.run(main)
         ```
     """
     run_id = run.run_id if isinstance(run, Run) else run
@@ -215,9 +247,40 @@ async def resume(
 
     Example:
         ```python
-        # e.g. in another process, after an approval: the same chart and database
-        store = SQLiteStore("runs.db")
-        run = await resume(chart, run_id, store=store, model=model)
+        import tempfile
+        from pathlib import Path
+
+        import anyio
+
+        from statechart import Budget, Chart, Edge, ScriptedModel, SQLiteStore, State
+        from statechart import call, reply, resume, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+        path = Path(tempfile.mkdtemp()) / "runs.db"
+
+
+        async def first_process() -> None:  # starts the run, then stops
+            store = SQLiteStore(path)
+            await start(chart, store=store, model=model, run_id="hello-1")
+            store.close()
+
+
+        async def second_process() -> None:
+            # e.g. in another process, after a crash or an approval: the same chart and database
+            store = SQLiteStore(path)
+            run = await resume(chart, "hello-1", store=store, model=model)
+            assert run.state == "done"
+            store.close()
+
+
+        anyio.run(first_process)
+        anyio.run(second_process)
         ```
     """
     if model is None:
@@ -270,10 +333,43 @@ async def fork(
 
     Example:
         ```python
-        # try the rest of a run again from after its event 4, with another model
-        child = await fork(chart, run.run_id, 4, store=store)
-        child = await resume(chart, child.run_id, store=store, model=another_model)
-        assert child.parent_run == run.run_id  # the original run is untouched
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, fork, reply, resume, run_to_end, start, tool
+
+
+        @tool(retry="safe")
+        def search_kb(query: str) -> str:
+            "Search the knowledge base."
+            return "KB-12"
+
+
+        chart = Chart(
+            "qa",
+            states=(State("research", tools=(search_kb,), instructions="Look it up."),
+                    State("done", kind="terminal")),
+            edges=(Edge("research", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("search_kb", query="refund")),
+                               reply(call("next_state", target="done"), content="First try.")])
+        another_model = ScriptedModel([reply(call("next_state", target="done"), content="Again.")])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            run = await run_to_end(chart, run, store=store, model=model)
+            # try the rest of the run again from after its event 2 (the search), with another model
+            child = await fork(chart, run.run_id, 2, store=store)
+            child = await resume(chart, child.run_id, store=store, model=another_model)
+            assert child.parent_run == run.run_id  # the original run is untouched
+            assert child.state == "done" and len(another_model.requests[0].transcript) == 2
+            # the search's call and result, read from the parent
+
+
+        anyio.run(main)
         ```
     """
     return await lineage.fork(
@@ -305,10 +401,15 @@ def run_sync(
 
     Example:
         ```python
-        from statechart import MemoryStore, ScriptedModel
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
         from statechart import call, reply, run_sync
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
         assert run_sync(chart, store=MemoryStore(), model=model).state == "done"
         ```

@@ -32,9 +32,31 @@ async def load_run(chart: Chart, run_id: str, *, store: Store) -> Run:
 
     Example:
         ```python
-        # in async code, while another process drives `run_id`
-        run = await load_run(chart, run_id, store=store)
-        print(run.state, run.seq, run.ledger["root"].steps)
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, drive, load_run, reply, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            async for record in drive(chart, run, store=store, model=model):
+                # what any other task or process sees while this one drives the run
+                now = await load_run(chart, run.run_id, store=store)
+                print(now.state, now.seq, now.ledger["root"].steps)
+                assert (now.state, now.seq) == (record.run.state, record.run.seq)
+
+
+        anyio.run(main)
         ```
     """
     return current(chart, await store.load(run_id))

@@ -48,9 +48,43 @@ async def approve(
 
     Example:
         ```python
-        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
-        await approve(chart, run.run_id, store=store, by="dana", edits={"amount": 15})
-        run = await resume(chart, run.run_id, store=store, model=model)  # refunds 15
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import approve, call, reply, resume, run_to_end, start, tool
+
+        BANK: list[int] = []
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order."
+            BANK.append(amount)
+            return f"refunded {amount} on {order}"
+
+
+        chart = Chart(
+            "refunds",
+            states=(State("resolve", tools=(refund,), instructions="Refund the order."),
+                    State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("refund", order="A-7", amount=20)),
+                               reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            run = await run_to_end(chart, run, store=store, model=model)
+            assert run.status == "waiting"  # its model asked for `refund(amount=20)`
+            await approve(chart, run.run_id, store=store, by="dana", edits={"amount": 15})
+            run = await resume(chart, run.run_id, store=store, model=model)  # refunds 15
+            assert (run.state, BANK) == ("done", [15])
+
+
+        anyio.run(main)
         ```
     """
     return await _decide(chart, run_id, store, True, by, note, edits, clock)
@@ -84,9 +118,41 @@ async def reject(
 
     Example:
         ```python
-        # `run` waits: its model asked for `refund(amount=20)`, a `needs_approval` tool
-        await reject(chart, run.run_id, store=store, by="dana", reason="refund at most 10")
-        run = await resume(chart, run.run_id, store=store, model=model)  # the model reads why
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reject, reply, resume, run_to_end, start, tool
+
+
+        @tool(retry="keyed", needs_approval=True)
+        def refund(order: str, amount: int, idempotency_key: str) -> str:
+            "Refund an order."
+            return f"refunded {amount} on {order}"
+
+
+        chart = Chart(
+            "refunds",
+            states=(State("resolve", tools=(refund,), instructions="Refund the order."),
+                    State("done", kind="terminal")),
+            edges=(Edge("resolve", "done"),),
+            budget=Budget(max_steps=10),
+        )
+        model = ScriptedModel([reply(call("refund", order="A-7", amount=20)),
+                               reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            run = await run_to_end(chart, run, store=store, model=model)
+            assert run.status == "waiting"  # its model asked for `refund(amount=20)`
+            await reject(chart, run.run_id, store=store, by="dana", reason="refund at most 10")
+            run = await resume(chart, run.run_id, store=store, model=model)  # the model reads why
+            assert "refund at most 10" in model.requests[-1].transcript[-1].content
+            assert run.state == "done"
+
+
+        anyio.run(main)
         ```
     """
     return await _decide(chart, run_id, store, False, by, reason, None, clock)
@@ -154,8 +220,26 @@ async def cancel(
 
     Example:
         ```python
-        record = await cancel(chart, run.run_id, store=store, reason="duplicate", by="dana")
-        assert (record.run.state, record.run.status) == ("cancelled", "ended")
+        import anyio
+
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State, cancel, start
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=ScriptedModel([]))
+            record = await cancel(chart, run.run_id, store=store, reason="duplicate", by="dana")
+            assert (record.run.state, record.run.status) == ("cancelled", "ended")
+
+
+        anyio.run(main)
         ```
     """
     for _ in range(20):

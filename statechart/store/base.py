@@ -68,12 +68,40 @@ class Lease:
 
     Example:
         ```python
-        # in async code, with a stored run `run_id`
-        lease = await store.acquire(run_id, "worker-1")  # LeaseHeldError while another holds it
-        try:
-            ...  # append steps with `store.append(step, lease)`
-        finally:
-            await store.release(lease)
+        import anyio
+
+        from statechart import Budget, Chart, Edge, LeaseHeldError, MemoryStore, ScriptedModel
+        from statechart import State, call, load_session, reply, start, step
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
+        model = ScriptedModel([reply(call("next_state", target="done"))])
+
+
+        async def main() -> None:
+            store = MemoryStore()
+            run = await start(chart, store=store, model=model)
+            lease = await store.acquire(run.run_id, "worker-1")
+            try:
+                record = await step(chart, run, model=model, session=await load_session(store, run))
+                assert record is not None
+                await store.append(record, lease)  # only the lease's holder appends
+                try:
+                    await store.acquire(run.run_id, "worker-2")  # another driver, meanwhile
+                except LeaseHeldError as held:
+                    print(held)  # until worker-1 releases the lease, or it expires
+                else:
+                    raise AssertionError("two drivers of one run")
+            finally:
+                await store.release(lease)
+            assert (await store.load(run.run_id)).seq == 1
+
+
+        anyio.run(main)
         ```
     """
 
@@ -124,6 +152,9 @@ class Store(Protocol):
 
     Example:
         ```python
+        import tempfile
+        from pathlib import Path
+
         import anyio
 
         from statechart import MemoryStore, SQLiteStore, Store
@@ -134,9 +165,11 @@ class Store(Protocol):
             return [f"{r.run_id}: {r.reason}" for r in await store.runs(status="waiting")]
 
 
-        for store in (MemoryStore(), SQLiteStore("runs.db")):
+        sqlite = SQLiteStore(Path(tempfile.mkdtemp()) / "runs.db")
+        for store in (MemoryStore(), sqlite):
             assert isinstance(store, Store)  # a runtime-checkable protocol
-            print(anyio.run(waiting, store))
+            assert anyio.run(waiting, store) == []  # no runs yet
+        sqlite.close()
         ```
     """
 

@@ -54,9 +54,15 @@ class MemoryStore:
 
     Example:
         ```python
-        from statechart import MemoryStore, ScriptedModel, call, reply, run_sync
+        from statechart import Budget, Chart, Edge, MemoryStore, ScriptedModel, State
+        from statechart import call, reply, run_sync
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
         assert run_sync(chart, store=MemoryStore(), model=model).state == "done"
         fastest = MemoryStore(encode=False)  # for benchmarks: keeps the records as they are

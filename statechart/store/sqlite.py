@@ -93,14 +93,25 @@ class SQLiteStore:
 
     Example:
         ```python
-        from statechart import ScriptedModel, SQLiteStore, call, reply, run_sync
+        import tempfile
+        from pathlib import Path
 
-        chart = ...  # the `hello` chart of the `Chart` example
+        from statechart import Budget, Chart, Edge, ScriptedModel, SQLiteStore, State
+        from statechart import call, reply, run_sync
+
+        chart = Chart(
+            "hello",
+            states=(State("greet", instructions="Say hi."), State("done", kind="terminal")),
+            edges=(Edge("greet", "done"),),
+            budget=Budget(max_steps=5),
+        )
         model = ScriptedModel([reply(call("next_state", target="done"))])
-        store = SQLiteStore("runs.db")  # a committed step survives a killed process
-        safer = SQLiteStore("audit.db", durability="power")  # and a power cut: fsync each step
+        folder = Path(tempfile.mkdtemp())
+        store = SQLiteStore(folder / "runs.db")  # a committed step survives a killed process
+        safer = SQLiteStore(folder / "audit.db", durability="power")  # and a power cut: fsyncs
         run = run_sync(chart, store=store, model=model, run_id="hello-1")
         store.close()  # any process can now show, resume or fork `hello-1` from runs.db
+        safer.close()
         ```
     """
 
