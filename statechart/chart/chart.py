@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from statechart.records.run import Run
 
 StateKind = Literal["model", "code", "chart", "approval", "terminal"]
+History = Literal["shallow", "deep"]
 Outcome = Literal["success", "failure"]
 DEFAULT_MAX_ITERATIONS = 10
 
@@ -257,6 +258,11 @@ class State:
     retries: Retry | None = None
     """For `kind="model"`: how a failed model call is tried again (`Retry`); without it a
     failed model call escalates at once."""
+    history: History | None = None
+    """For `kind="chart"`: re-entered after an interruption (an `after=` edge leaving it,
+    an outer budget's route), the sub-chart resumes where it was, not at its initial
+    state: `"shallow"` at its state that was active, `"deep"` at the innermost one
+    (through nested sub-charts). A sub-chart that ended starts over."""
 
     @property
     def ported(self) -> bool:
@@ -424,6 +430,7 @@ class Chart:
                 f"budget={s.budget} exhausted={s.on_exhausted} exits={sorted(s.exits.items())} "
                 f"approve={s.on_approve} reject={s.on_reject} resume={s.on_resume is not None}"
                 + (f" input={_port(s.input)} output={_port(s.output)}" if s.ported else "")
+                + (f" history={s.history}" if s.history is not None else "")
             )
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")

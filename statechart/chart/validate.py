@@ -99,6 +99,13 @@ def _check_kinds(chart: Chart) -> None:
             raise ChartError(f"{where}: outcome={s.outcome!r}; use 'success' or 'failure'")
         if s.kind == "code" and s.handler is None:
             raise ChartError(f"{where}: a code state needs handler=")
+        if s.history is not None and s.kind != "chart":
+            raise ChartError(
+                f"{where}: history= is for chart states (kind is '{s.kind}'): it says where "
+                "a sub-chart resumes when the state is entered again"
+            )
+        if s.history not in (None, "shallow", "deep"):
+            raise ChartError(f"{where}: history={s.history!r}; use 'shallow' or 'deep'")
         if s.kind == "chart":
             _check_chart_state(chart, s, where, names)
         if s.kind == "approval":
@@ -197,10 +204,11 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
         src = chart.state_map[e.source]
         if src.kind == "terminal":
             raise ChartError(f"chart '{chart.name}', edge {e.label}: terminal states have no exits")
-        if src.kind == "chart":
+        if src.kind == "chart" and e.after is None:
             raise ChartError(
                 f"chart '{chart.name}', edge {e.label}: a chart state leaves through its "
-                f"sub-chart's terminals; map them with exits= instead of an edge"
+                f"sub-chart's terminals; map them with exits= instead of an edge (only an "
+                f"after= edge may interrupt it)"
             )
     keys = [e.label for e in chart.edges]
     dupes = sorted({k for k in keys if keys.count(k) > 1})

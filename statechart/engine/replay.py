@@ -15,6 +15,7 @@ from msgspec.structs import replace
 from statechart.chart.names import NEXT_STATE
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
+from statechart.engine.history import applied
 from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.scopes import crossed, patched
 from statechart.engine.strict import breached
@@ -75,6 +76,8 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
         u.update(status="running", wake=min(run.timers.values(), default=None), reason="")
     elif run.attempt and (e.usage.model_calls or e.usage.tool_calls or moved):
         u["attempt"] = 0
+    if e.remembered:
+        u["history"] = applied(run.history, e.remembered)
     if moved:
         if run.wake is not None or run.timers or compiled_chart.timers:
             u.update(compiled_chart.rearmed(run.timers, e.exited, e.entered, e.time))

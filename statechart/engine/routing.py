@@ -24,7 +24,7 @@ def route_exhausted(
         trigger, note = exhaust(ROOT), "; routing went round in a loop"
     t = compiled_chart.resolve(run.state, trigger)
     assert t is not None, (run.state, which)
-    move = compiled_chart.move(run.state, t)
+    move = compiled_chart.move(run.state, t, run.history)
     capped = _over_visits(compiled_chart, run, move)
     if capped is not None:
         # Routing must not pass a visit cap: escalate at the routed level instead, and if
@@ -32,7 +32,7 @@ def route_exhausted(
         note = f"; '{capped}' is at its max_visits"
         for fallback in (go(compiled_chart.nodes[t.source].prefix + ESCALATED), exhaust(ROOT)):
             t = compiled_chart.resolve(run.state, fallback) or t
-            move = compiled_chart.move(run.state, t)
+            move = compiled_chart.move(run.state, t, run.history)
             if _over_visits(compiled_chart, run, move) is None:
                 break
     reason = f"budget exhausted at {which}{note}; routed to '{move.leaf}'"
@@ -83,7 +83,7 @@ def escalate(
     return commit(
         compiled_chart,
         run,
-        compiled_chart.move(run.state, t),
+        compiled_chart.move(run.state, t, run.history),
         now,
         usage,
         trigger=t.trigger,

@@ -67,6 +67,8 @@ class CompiledChart:
         """The context type of every scope: the root's, and each ported sub-chart's."""
         self.timers: dict[str, list[Timer]] = {}
         """The `after=` edges leaving each state (by path): armed when it is entered."""
+        self.histories: dict[str, str] = {}
+        """The chart states with `history=` (by path): `shallow` or `deep`."""
         self._tree = self._walk(chart, "", "")
         self.nodes[CANCELLED] = Node(CANCELLED, State(CANCELLED, kind="terminal"), chart, "")
         self._tree.append(CANCELLED)
@@ -123,6 +125,8 @@ class CompiledChart:
                 tree.append({"name": s.name, "children": list(SUBSTATES), "initial": "think"})
             elif s.kind == "chart":
                 child = chart.children[s.name]
+                if s.history is not None:
+                    self.histories[path] = s.history
                 if s.ported:
                     self.scopes[path] = child.context
                 sub_tree = self._walk(child, path + ".", path if s.ported else scope)
@@ -185,15 +189,19 @@ class CompiledChart:
             self._chains[leaf] = chain
         return chain
 
-    def descend(self, path: str) -> str:
-        """The leaf entered when entering `path` (initial sub-states, any depth)."""
+    def descend(self, path: str, history: dict[str, str] | None = None) -> str:
+        """The leaf entered when entering `path`: initial sub-states, any depth, or where
+        a `history=` chart state was interrupted (`history`: the run's `Run.history`)."""
         node = self.nodes[path]
         state = node.state
         if state is not None and state.kind == "model":
             return f"{path}.think"
         if state is not None and state.kind == "chart":
+            back = history.get(path) if history else None
+            if back is not None and back in self.nodes and back.startswith(path + "."):
+                return self.descend(back, history)
             child = node.chart.children[state.name]
-            return self.descend(f"{path}.{child.initial}")
+            return self.descend(f"{path}.{child.initial}", history)
         return path
 
     def resolve(self, leaf: str, trigger: str) -> Transition | None:
@@ -216,15 +224,18 @@ class CompiledChart:
             raise IllegalTransitionError(leaf, trigger, "the engine fired it where it is not legal")
         return self.move(leaf, t)
 
-    def move(self, leaf: str, t: Transition) -> Move:
-        """Apply a resolved transition: follow initial sub-states and sub-chart exits."""
+    def move(self, leaf: str, t: Transition, history: dict[str, str] | None = None) -> Move:
+        """Apply a resolved transition: follow initial sub-states (or, into an interrupted
+        `history=` chart state, where it was: `history` is the run's) and sub-chart exits."""
+        if history and self.histories:
+            return self._move(leaf, t, history)  # rare: not cached, it depends on the run
         key = (leaf, t.source, t.trigger)
         found = self._moves.get(key)
         if found is None or found.transition is not t:
             found = self._moves[key] = self._move(leaf, t)
         return found
 
-    def _move(self, leaf: str, t: Transition) -> Move:
+    def _move(self, leaf: str, t: Transition, history: dict[str, str] | None = None) -> Move:
         """Exited: the source and what it contains, plus every sub-chart host left through
         an exit. Entered: what is active afterwards and was not, or was exited on the way."""
         left = [t.source]
@@ -234,7 +245,7 @@ class CompiledChart:
             through.append(t.source)
         dest = t.dest
         while True:
-            new_leaf = self.descend(dest)
+            new_leaf = self.descend(dest, history)
             out = self.table.get(new_leaf, {}).get(EXIT)
             if out is None:
                 break

@@ -259,6 +259,9 @@ class Run(Record, frozen=True):
     its source state is entered, disarmed when it is left."""
     attempt: int = 0
     """Failed attempts of the call being tried again (0 when none failed)."""
+    history: dict[str, str] = {}
+    """Where to come back to in each `history=` chart state that was interrupted (left
+    while its sub-chart was still running): its path -> the state to re-enter."""
 
 
 class Event(Record, frozen=True):
@@ -382,6 +385,9 @@ class Event(Record, frozen=True):
     wake: float | None = None
     """For a `retry` event: when the next attempt is due (epoch seconds); the run sleeps
     until then."""
+    remembered: dict[str, str] = {}
+    """`history=` chart states this move left: an interrupted one -> the state it will
+    come back to; one whose sub-chart ended -> "" (it forgets)."""
 
 
 class CheckedCall(Record, frozen=True):

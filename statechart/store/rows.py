@@ -79,6 +79,7 @@ class Body(Record, frozen=True):
     breach: str | None = None
     timeout: float | None = None
     wake: float | None = None
+    remembered: dict[str, str] = {}
     scope: str = ""
     outputs: dict[str, dict[str, Any]] = {}
     inputs: dict[str, dict[str, Any]] = {}
@@ -121,6 +122,7 @@ def event_row(step: Step, num: int) -> tuple[Any, ...]:
         breach=e.breach,
         timeout=e.timeout,
         wake=e.wake,
+        remembered=e.remembered,
         scope=e.scope,
         outputs=e.outputs,
         inputs=e.inputs,
@@ -254,6 +256,7 @@ def event_of(run_id: str, row: tuple[Any, ...]) -> Event:
             breach=b.breach,
             timeout=b.timeout,
             wake=b.wake,
+            remembered=b.remembered,
         )
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise corrupt(where, exc) from None

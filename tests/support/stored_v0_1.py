@@ -505,9 +505,16 @@ if __name__ == "__main__":
     anyio.run(main, args.sqlite_path, args.json_path, dsn, sql)
 
 
-ADDED: dict[str, Any] = {"wake": None, "attempt": 0, "timeout": None, "timers": {}}
-"""Fields the records gained after 0.2.0 (issue #28), with their defaults: data written
-before has none of them, and reads back with these values."""
+ADDED: dict[str, Any] = {
+    "wake": None,
+    "attempt": 0,
+    "timeout": None,
+    "timers": {},
+    "history": {},
+    "remembered": {},
+}
+"""Fields the records gained after 0.2.0 (issues #28 and #30), with their defaults: data
+written before has none of them, and reads back with these values."""
 
 
 def without_added(dumped: Any) -> Any:
