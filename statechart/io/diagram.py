@@ -139,7 +139,8 @@ def _chart(
             implicit.append(_id(path))
         sid = _id(path)
         if s.kind == "chart" and s.chart is not None:
-            lines.append(f'{pad}state "{s.name}" as {sid} {{')
+            mark = {"shallow": " (H)", "deep": " (H*)"}.get(s.history or "", "")  # UML's marks
+            lines.append(f'{pad}state "{s.name}{mark}" as {sid} {{')
             _chart(lines, chart.children[s.name], path + ".", depth + 1, taken, visited, implicit)
             lines.append(f"{pad}}}")
             for term, target in sorted(s.exits.items()):

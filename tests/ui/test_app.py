@@ -647,3 +647,23 @@ def test_the_live_stream_answers_only_the_inspectors_own_host(inspector: Inspect
     with urllib.request.urlopen(f"{inspector.url}/live/desk-1", timeout=5) as answer:
         assert answer.headers["Content-Type"].startswith("text/event-stream")
         assert answer.readline() == b"retry: 2000\n"
+
+
+def test_mermaid_draws_a_history_state_and_the_edge_that_interrupts_it(page) -> None:  # type: ignore[no-untyped-def]
+    """The diagram of a chart with a deep history state renders in the vendored Mermaid:
+    the state labelled with UML's H*, the after= edge leaving the composite state."""
+    from statechart.io.diagram import mermaid
+    from tests.engine.test_history import desk
+
+    text = mermaid(desk("deep"))
+    assert 'state "research (H*)" as s_research {' in text
+    assert "s_research --> s_check_u_in : after 1 min" in text  # `_` is escaped in ids
+    vendored = ROOT / "statechart" / "ui" / "static" / "vendor" / "mermaid-12.3.0.min.js"
+    page.add_script_tag(path=str(vendored))
+    svg = page.evaluate(
+        "async (text) => { mermaid.initialize({startOnLoad: false});"
+        " return (await mermaid.render('history', text)).svg; }",
+        text,
+    )
+    assert "research (H*)" in svg and "check_in" in svg
+    assert page.errors == []
