@@ -37,6 +37,7 @@ def timeline(events: Sequence[Event]) -> list[dict[str, Any]]:
                 "wall_ms": e.usage.wall_ms,
                 "timeout": e.timeout,
                 "wake": e.wake,
+                "remembered": e.remembered or None,
             }
         )
     return rows
@@ -47,7 +48,9 @@ def _note(e: Event) -> str | None:
     error and when it tries again."""
     if e.trigger == "retry" and e.error:
         return f"{e.error}; {e.reason}" if e.reason else e.error
-    return e.refused or e.error or e.reason or None
+    said = e.refused or e.error or e.reason or None
+    kept = [f"'{path}' will resume at '{place}'" for path, place in e.remembered.items() if place]
+    return "; ".join(x for x in (said, *kept) if x) or None
 
 
 def totals(events: Sequence[Event]) -> Spent:

@@ -48,7 +48,11 @@ async def back(ctx: Any) -> Decision:
 def inner() -> Chart:
     return Chart(
         "reading",
-        states=(State("skim"), State("take_notes"), State("finished", kind="terminal")),
+        states=(
+            State("skim", instructions="Skim."),
+            State("take_notes", instructions="Take notes."),
+            State("finished", kind="terminal"),
+        ),
         edges=(Edge("skim", "take_notes"), Edge("take_notes", "finished")),
     )
 
@@ -57,7 +61,7 @@ def team() -> Chart:
     return Chart(
         "team",
         states=(
-            State("search"),
+            State("search", instructions="Search."),
             State("read", kind="chart", chart=inner, exits={"finished": "done"}),
             State("done", kind="terminal"),
         ),
@@ -71,7 +75,7 @@ def desk(history: str | None) -> Chart:
         states=(
             State("research", kind="chart", chart=team, history=history, exits={"done": "answer"}),  # type: ignore[arg-type]
             State("check_in", kind="code", handler=back, max_visits=3),
-            State("answer"),
+            State("answer", instructions="Answer."),
             State("done", kind="terminal"),
         ),
         edges=(
@@ -214,3 +218,12 @@ def test_tables_and_machine_agree_on_an_after_edge_leaving_a_chart_state() -> No
             if cc.owner_state(leaf)[1].kind != "terminal":
                 assert table[0] == "check_in", leaf
                 _same_exits_and_entries(cc, leaf, "go:check_in")
+
+
+async def test_the_audit_timeline_says_where_an_interrupted_state_will_resume() -> None:
+    from statechart.io.audit import timeline
+
+    _, events, _, _ = await drive("deep", "research.read.take_notes")
+    (row,) = [r for r in timeline(events) if r["target"] == "check_in"]
+    assert row["remembered"] == {"research": "research.read.take_notes"}
+    assert row["note"].endswith("'research' will resume at 'research.read.take_notes'")
