@@ -4,6 +4,7 @@ sub-chart that ended starts over; the event log folds to the same run."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -227,3 +228,31 @@ async def test_the_audit_timeline_says_where_an_interrupted_state_will_resume() 
     (row,) = [r for r in timeline(events) if r["target"] == "check_in"]
     assert row["remembered"] == {"research": "research.read.take_notes"}
     assert row["note"].endswith("'research' will resume at 'research.read.take_notes'")
+
+
+async def test_what_is_remembered_is_stored_and_read_back_from_sqlite(tmp_path: Any) -> None:
+    from statechart import SQLiteStore, load_run
+
+    clock, chart = Clock(), desk("deep")
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    try:
+        model = policy(clock, "research.search")
+        run = await start(chart, store=store, model=model, clock=clock)
+        stopped = None
+        from statechart import drive as drive_steps
+
+        steps = drive_steps(chart, run, store=store, model=model, clock=clock)
+        async with contextlib.aclosing(steps):  # closed: the lease is released
+            async for step in steps:
+                if step.run.state == "check_in":
+                    stopped = step.run
+                    break
+        assert stopped is not None and stopped.history == {"research": "research.search"}
+        again = await load_run(chart, run.run_id, store=store)
+        assert again.history == {"research": "research.search"}
+        (fired,) = [e for e in await store.events(run.run_id) if e.target == "check_in"]
+        assert fired.remembered == {"research": "research.search"}
+        end = await run_to_end(chart, run.run_id, store=store, model=model, clock=clock)
+        assert end.state == "done" and end.history == {}
+    finally:
+        store.close()
