@@ -560,6 +560,8 @@ class _Drive:
         is in doubt)."""
         self.beating = False
         heartbeat.leave(self)
+        if self.observer is not None:
+            self.observer.close()
         if self.trace is not None:
             self.trace.close(self.run, self.failure)
         with anyio.CancelScope(shield=True):

@@ -83,6 +83,14 @@ class Callback:
 
     put = send
 
+    def close(self) -> None:
+        """The drive is over: what an async function was handed and never awaited (the
+        drive failed first) is closed, not left to warn."""
+        while self._pending:
+            pending = self._pending.pop(0)
+            if inspect.iscoroutine(pending):
+                pending.close()
+
 
 class Tee:
     """A sink that hands each event to several sinks, in order."""
@@ -103,6 +111,12 @@ class Tee:
     async def send(self, event: LiveEvent) -> None:
         for sink in self.sinks:
             await sink.send(event)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            closing = getattr(sink, "close", None)
+            if isinstance(sink, Callback) and closing is not None:
+                closing()
 
     async def put(self, event: LiveEvent) -> None:
         for sink in self.sinks:
@@ -382,6 +396,11 @@ class Observer:
         if self.failed is None:
             await self.sink.put(step)
         self._raise_failed()
+
+    def close(self) -> None:
+        """The drive is over: a callback sink drops what it never got to await."""
+        if isinstance(self.sink, (Callback, Tee)):
+            self.sink.close()
 
     async def stopped(self, run: Run | None) -> None:
         """Tell the sink the drive stopped with the run waiting or ended."""

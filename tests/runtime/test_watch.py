@@ -512,3 +512,40 @@ def test_a_relay_wants_tokens_only_while_an_inspector_listens(tmp_path: Path) ->
         assert anyio.run(main) == (False, True)
     finally:
         store.close()
+
+
+def test_an_async_on_function_is_not_left_with_an_unawaited_call_when_the_drive_fails() -> None:
+    """A progress report from the event loop waits for the next event; if the drive fails
+    first, the async function's call is closed rather than left to warn."""
+    import gc
+    import warnings
+
+    @tool(retry="safe")
+    async def report_then_halt(ctx: ToolContext) -> str:
+        """Report, then stop everything."""
+        ctx.progress("halfway")
+        raise Halt("stop")
+
+    chart = Chart(
+        "halting",
+        states=(State("work", tools=(report_then_halt,)), State("done", kind="terminal")),
+        edges=(Edge("work", "done"),),
+        budget=Budget(max_steps=10),
+    )
+    seen: list[str] = []
+
+    async def on(event: LiveEvent) -> None:
+        seen.append(event.kind)
+
+    async def main() -> None:
+        store, m = MemoryStore(), ScriptedModel([reply(call("report_then_halt", "h1"))])
+        run = await start(chart, store=store, model=m)
+        with pytest.raises(Halt):
+            await run_to_end(chart, run, store=store, model=m, on=on)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        anyio.run(main)
+        gc.collect()
+    assert "progress" not in seen  # never awaited: the drive failed first
+    assert not [w for w in caught if "never awaited" in str(w.message)]
