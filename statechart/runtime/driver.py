@@ -121,13 +121,15 @@ async def _stepped(
         )
     span = None
     within = None if compiled_chart.untimed else limit(compiled_chart, run, effect)
+    if observer is not None:
+        observer.paused = 0.0
     if hooks is None:
         call = (
             _perform(effect, model)
             if observer is None
             else _observed(effect, model, observer, run, None)
         )
-        outcome = await (call if within is None else _limited(call, within))
+        outcome = await (call if within is None else _limited(call, within, observer))
     else:
         span = hooks.effect_started(run=run, effect=effect)
         call = (
@@ -136,12 +138,13 @@ async def _stepped(
             else _observed(effect, model, observer, run, hooks)
         )
         try:
-            outcome = await (call if within is None else _limited(call, within))
+            outcome = await (call if within is None else _limited(call, within, observer))
         except BaseException as exc:  # cancelled mid-call: the hooks hear of it
             hooks.effect_ended(outcome=exc)
             raise
         hooks.effect_ended(outcome=outcome)
-    wall_ms = session.charge_wall(time.monotonic() - started)
+    paused = observer.paused if observer is not None else 0.0  # a consumer's time is not the run's
+    wall_ms = session.charge_wall(time.monotonic() - started - paused)
     started_ns = time.time_ns()
     record = advance(compiled_chart, run, effect, outcome, now=clock(), wall_ms=wall_ms, span=span)
     if hooks is None:
@@ -149,10 +152,17 @@ async def _stepped(
     return hooks.after_step(before=run, record=record, started_ns=started_ns)
 
 
-async def _limited(call: Awaitable[Any], limit: Limit) -> Any:
-    """The outcome of the effect's `call`, a `CallTimeoutError` when `limit` cut it off."""
+async def _limited(call: Awaitable[Any], limit: Limit, observer: Observer | None = None) -> Any:
+    """The outcome of the effect's `call`, a `CallTimeoutError` when `limit` cut it off
+    (the time an observer's consumer takes is added to the limit)."""
     with anyio.move_on_after(limit.seconds) as scope:
-        return await call
+        if observer is None:
+            return await call
+        observer.scope = scope
+        try:
+            return await call
+        finally:
+            observer.scope = None
     if scope.cancelled_caught:
         return limit.error()
     return None  # pragma: no cover  (the scope only ends early by its deadline)

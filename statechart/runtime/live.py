@@ -253,7 +253,7 @@ class Observer:
     told, and it is raised once the step is stored (`stored`), so the log is the one an
     unwatched drive writes and the call is not lost."""
 
-    __slots__ = ("_loop_thread", "again", "current", "failed", "sink")
+    __slots__ = ("_loop_thread", "_timed", "again", "current", "failed", "paused", "scope", "sink")
 
     def __init__(self, sink: Sink, again: int | None = None) -> None:
         self.sink = sink
@@ -264,6 +264,11 @@ class Observer:
         abandoned) is dropped."""
         self.failed: BaseException | None = None
         """A consumer's exception, held until the step is stored."""
+        self.paused = 0.0
+        """Seconds this step's call waited for an async consumer: not the call's time."""
+        self.scope: anyio.CancelScope | None = None
+        """The time limit of the call being made, moved on by what a consumer takes."""
+        self._timed = _may_wait(sink)
         self._loop_thread = threading.get_ident()
 
     @property
@@ -274,10 +279,16 @@ class Observer:
     async def _tell(self, event: LiveEvent) -> None:
         if self.failed is not None:
             return
+        began = time.monotonic() if self._timed else 0.0
         try:
             await self.sink.send(event)
         except Exception as exc:
             self.failed = exc
+        if self._timed:
+            took = time.monotonic() - began
+            self.paused += took
+            if self.scope is not None:
+                self.scope.deadline += took
 
     def _raise_failed(self) -> None:
         if self.failed is not None:
@@ -410,6 +421,13 @@ class Observer:
             elif run.status in ("waiting", "sleeping"):
                 await self.sink.put(RunWaiting(run=run))
         self._raise_failed()
+
+
+def _may_wait(sink: Any) -> bool:
+    """Whether handing an event to `sink` may wait: an async function among its callbacks."""
+    if isinstance(sink, Tee):
+        return any(_may_wait(s) for s in sink.sinks)
+    return isinstance(sink, Callback) and inspect.iscoroutinefunction(sink.fn)
 
 
 def _closing(stream: Any) -> Any:

@@ -549,3 +549,33 @@ def test_an_async_on_function_is_not_left_with_an_unawaited_call_when_the_drive_
         gc.collect()
     assert "progress" not in seen  # never awaited: the drive failed first
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+def test_an_async_on_functions_time_is_neither_the_calls_timeout_nor_its_wall_time() -> None:
+    """A consumer that takes 30 ms a token, on a reply of 20 tokens under a 0.3 s call
+    timeout: the call is not cut off, and its wall time charged is the call's own."""
+    chart = Chart(
+        "slowly_shown",
+        states=(
+            State("talk", instructions="Talk.", call_timeout=0.3),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("talk", "done"),),
+        budget=Budget(max_steps=10),
+    )
+    words = " ".join(f"w{n}" for n in range(20))
+
+    async def slow(event: LiveEvent) -> None:
+        if isinstance(event, Token):
+            await anyio.sleep(0.03)
+
+    async def main() -> tuple[Any, list[Any]]:
+        store = MemoryStore()
+        m = ScriptedModel([reply(call("next_state", "t1", target="done"), content=words)])
+        run = await start(chart, store=store, model=m)
+        end = await run_to_end(chart, run, store=store, model=m, on=slow)
+        return end, await store.events(run.run_id)
+
+    end, events = anyio.run(main)
+    assert end.state == "done", end.reason  # not cut off by the consumer's 0.6 s
+    assert events[0].error is None and events[0].usage.wall_ms < 300
