@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
-from statechart.engine.history import applied, remembered
+from statechart.engine.history import applied
 from statechart.engine.reasons import NOT_EXECUTED
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
@@ -177,11 +177,9 @@ def commit(
         update["attempt"] = 0  # the call tried again has ended: it returned, or moved on
     if move is not None and (run.wake is not None or run.timers or compiled_chart.timers):
         update.update(compiled_chart.rearmed(run.timers, move.exited, move.entered, now))
-    if move is not None and compiled_chart.histories:
-        changes = remembered(compiled_chart, run.state, run.history, move)
-        if changes:
-            update["history"] = applied(run.history, changes)
-            fields["remembered"] = changes
+    if move is not None and move.remembered:
+        update["history"] = applied(run.history, move.remembered)
+        fields["remembered"] = move.remembered
     if not usage.is_zero():
         update["ledger"] = compiled_chart.charged(run.ledger, run.state, usage)
     patch = fields.get("patch")

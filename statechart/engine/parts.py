@@ -120,3 +120,6 @@ class Move:
     """Why a run that lands here waits or ended (`status` says which), worded once."""
     clears_visit: bool = False
     """The leaf is not in a model state: the run's current visit ends."""
+    remembered: dict[str, str] | None = None
+    """`history=` chart states this move leaves: an interrupted one -> where it will
+    resume, one whose sub-chart ended -> "" (forgotten); None when there are none."""

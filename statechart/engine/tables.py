@@ -9,6 +9,7 @@ agree on every (state, trigger, guard outcome). Nothing here does I/O or awaits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from statechart.chart.chart import Chart, Edge, State
 from statechart.chart.names import CANCELLED, ESCALATED, EXHAUSTED, ROOT, SUBSTATES
 from statechart.chart.tools import Tool
 from statechart.chart.validate import validate_root
+from statechart.engine.history import applied, place
 from statechart.engine.machine import EXIT, MachinePair
 from statechart.engine.reasons import waiting_for_approval
 from statechart.errors import IllegalTransitionError
@@ -197,7 +199,7 @@ class CompiledChart:
         if state is not None and state.kind == "model":
             return f"{path}.think"
         if state is not None and state.kind == "chart":
-            back = history.get(path) if history else None
+            back = history.get(path) if history and path in self.histories else None
             if back is not None and back in self.nodes and back.startswith(path + "."):
                 return self.descend(back, history)
             child = node.chart.children[state.name]
@@ -243,14 +245,26 @@ class CompiledChart:
         if t.trigger == EXIT:
             left.append(t.source.rsplit(".", 1)[0])
             through.append(t.source)
+        changes: dict[str, str] = {}
+        if self.histories:  # history states left at the source: where each was
+            owner = self.owner_state(leaf)[0]
+            for path in self.ancestors(leaf):
+                kind = self.histories.get(path)
+                if kind is not None and (path == t.source or path.startswith(t.source + ".")):
+                    changes[path] = place(path, kind, owner)
+            history = applied(history or {}, changes)
         dest = t.dest
         while True:
             new_leaf = self.descend(dest, history)
             out = self.table.get(new_leaf, {}).get(EXIT)
             if out is None:
                 break
-            left.append(new_leaf.rsplit(".", 1)[0])  # a sub-chart terminal: its host is left
+            host = new_leaf.rsplit(".", 1)[0]
+            left.append(host)  # a sub-chart terminal: its host is left
             through.append(new_leaf)
+            if host in self.histories and history:  # its sub-chart ended: forget it
+                changes[host] = ""
+                history = applied(history, {host: ""})
             dest = out.dest
         before, after = self.ancestors(leaf), self.ancestors(new_leaf)
         exited = tuple(
@@ -259,7 +273,10 @@ class CompiledChart:
             if p not in after or any(p == s or p.startswith(s + ".") for s in left)
         )
         entered = tuple(p for p in reversed(after) if p not in before or p in exited)
-        return self._finish(t, new_leaf, exited, entered, tuple(through))
+        found = self._finish(t, new_leaf, exited, entered, tuple(through))
+        if changes and found.status == "ended":  # an ended run comes back to nothing
+            changes = {path: where for path, where in changes.items() if not where}
+        return replace(found, remembered=changes) if changes else found
 
     def _finish(
         self,

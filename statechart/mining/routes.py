@@ -39,7 +39,7 @@ def way(
             t = compiled_chart.resolve(here, go(target))
             if t is None:
                 continue
-            landed = compiled_chart.move(here, t).leaf
+            landed = compiled_chart.move(here, t).leaf  # as entered afresh (no history)
             if arrived(landed):
                 return [*path, target]
             if (

@@ -344,7 +344,7 @@ class ShadowRun:
         else:
             why = found
             move = compiled_chart.move(
-                run.state, Transition(trigger="shadow", source=here, dest=target)
+                run.state, Transition(trigger="shadow", source=here, dest=target), run.history
             )
         update: dict[str, Any] = {}
         if by_model and run.visit is not None:

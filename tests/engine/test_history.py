@@ -256,3 +256,108 @@ async def test_what_is_remembered_is_stored_and_read_back_from_sqlite(tmp_path: 
         assert end.state == "done" and end.history == {}
     finally:
         store.close()
+
+
+def stepping(clock: Clock, target: str, minutes: list[float]) -> Any:
+    """A code state's handler: each call lets the next of `minutes` pass, then moves on."""
+    left = iter(minutes)
+
+    async def handler(ctx: Any) -> Decision:
+        clock.now += 60 * next(left, 0)
+        return Decision(target=target, reason="moved on")
+
+    return handler
+
+
+def steps_chart(clock: Clock, s1: list[float], s2: list[float], s3: list[float]) -> Any:
+    def chart() -> Chart:
+        return Chart(
+            "steps",
+            states=(
+                State("s1", kind="code", handler=stepping(clock, "s2", s1)),
+                State("s2", kind="code", handler=stepping(clock, "s3", s2)),
+                State("s3", kind="code", handler=stepping(clock, "fin", s3)),
+                State("fin", kind="terminal"),
+            ),
+            edges=(Edge("s1", "s2"), Edge("s2", "s3"), Edge("s3", "fin")),
+        )
+
+    return chart
+
+
+async def moves_of(chart: Chart, clock: Clock) -> tuple[Run, list[Any]]:
+    store, model = MemoryStore(), FunctionModel(lambda r: reply(), spec="unused")
+    run = await start(chart, store=store, model=model, clock=clock)
+    end = await run_to_end(chart, run, store=store, model=model, clock=clock)
+    events = await store.events(run.run_id)
+    assert replay(compiled(chart), run, events) == end
+    return end, events
+
+
+async def test_a_timer_that_leaves_and_enters_the_same_history_state_resumes_in_it() -> None:
+    clock = Clock()
+    chart = Chart(
+        "loop",
+        states=(
+            State(
+                "h",
+                kind="chart",
+                chart=steps_chart(clock, [0], [2], [0]),
+                history="deep",
+                exits={"fin": "done"},
+            ),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("h", "h", after=60, max_traversals=3),),
+        budget=Budget(max_steps=20),
+    )
+    end, events = await moves_of(chart, clock)
+    (tick,) = [e for e in events if e.trigger == "go:h"]
+    assert (tick.source, tick.target, tick.remembered) == ("h.s3", "h.s3", {"h": "h.s3"})
+    assert events[-1].remembered == {"h": ""} and end.history == {}  # ended: forgotten
+    assert end.state == "done"
+
+
+async def test_a_sub_chart_that_ends_into_itself_starts_over_despite_an_old_memory() -> None:
+    clock = Clock()
+
+    async def back(ctx: Any) -> Decision:
+        return Decision(target="h")
+
+    chart = Chart(
+        "again",
+        states=(
+            State(
+                "h",
+                kind="chart",
+                chart=steps_chart(clock, [0, 0], [2, 0], [0, 0]),
+                history="deep",
+                exits={"fin": "h"},
+                max_visits=3,
+            ),
+            State("pause", kind="code", handler=back, max_visits=2),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("h", "pause", after=60), Edge("pause", "h"), Edge("pause", "done")),
+        budget=Budget(max_steps=14),
+    )
+    _, events = await moves_of(chart, clock)
+    (interrupted,) = [e for e in events if e.target == "pause"]
+    assert interrupted.remembered == {"h": "h.s3"}
+    (resumed,) = [e for e in events if e.source == "pause"]
+    assert resumed.target == "h.s3"
+    ended = next(e for e in events if e.seq > resumed.seq and e.trigger == "go:h.fin")
+    assert (ended.target, ended.remembered) == ("h.s1", {"h": ""})  # started over
+
+
+async def test_a_state_that_lost_its_history_in_a_new_chart_version_starts_over() -> None:
+    v1, v2 = desk("deep"), desk(None)
+    cc = compiled(v2)
+    t = cc.resolve("check_in", "go:research")
+    assert t is not None
+    kept = {"research": "research.read.take_notes"}  # what a v1 run remembered
+    assert (
+        compiled(v1).move("check_in", compiled(v1).resolve("check_in", "go:research"), kept).leaf
+        == "research.read.take_notes.think"
+    )  # type: ignore[arg-type]
+    assert cc.move("check_in", t, kept).leaf == "research.search.think"
