@@ -94,7 +94,7 @@ class CompiledChart:
         """The fixed part of each call's time limit by (leaf, tool) (`deadlines.limit`)."""
         self._chains: dict[str, tuple[str, ...]] = {}
         self._resolved: dict[tuple[str, str], Transition] = {}
-        self._moves: dict[tuple[str, str, str], Move] = {}
+        self._moves: dict[tuple[str, str, str, bool], Move] = {}
         self.initial_leaf = self.descend(str(chart.initial))
         self.table = self._read_tables()
 
@@ -227,14 +227,16 @@ class CompiledChart:
         return self.move(leaf, t)
 
     def move(self, leaf: str, t: Transition, history: dict[str, str] | None = None) -> Move:
-        """Apply a resolved transition: follow initial sub-states (or, into an interrupted
-        `history=` chart state, where it was: `history` is the run's) and sub-chart exits."""
+        """Apply a resolved transition: follow initial sub-states and sub-chart exits. A
+        run's move passes its `Run.history`: a `history=` chart state it enters resumes
+        where it was interrupted, and the move says what it remembers and forgets; None
+        (the chart's structure alone, as the `transitions` machine has it) ignores both."""
         if history and self.histories:
             return self._move(leaf, t, history)  # rare: not cached, it depends on the run
-        key = (leaf, t.source, t.trigger)
+        key = (leaf, t.source, t.trigger, history is None)
         found = self._moves.get(key)
         if found is None or found.transition is not t:
-            found = self._moves[key] = self._move(leaf, t)
+            found = self._moves[key] = self._move(leaf, t, history)
         return found
 
     def _move(self, leaf: str, t: Transition, history: dict[str, str] | None = None) -> Move:
@@ -246,7 +248,7 @@ class CompiledChart:
             left.append(t.source.rsplit(".", 1)[0])
             through.append(t.source)
         changes: dict[str, str] = {}
-        if self.histories:  # history states left at the source: where each was
+        if self.histories and history is not None:  # history states left at the source
             owner = self.owner_state(leaf)[0]
             for path in self.ancestors(leaf):
                 kind = self.histories.get(path)

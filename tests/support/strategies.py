@@ -1,7 +1,7 @@
 """Random valid nested charts, for the hypothesis tests of compiling and of whole runs.
 
 `charts(options)` builds a chart with sub-charts up to three levels deep; model,
-code, approval and terminal states; guarded and capped edges; budgets on the
+code, approval and terminal states (chart states with or without history=); guarded and capped edges; budgets on the
 root, on states and on sub-charts. What differs between the tests that use it
 (which guards, tools and handlers a chart gets) comes in through `ChartOptions`.
 """
@@ -189,6 +189,7 @@ def levels(
                 exits[ESCALATED] = "failed"
             extra["chart"] = child.build
             extra["exits"] = exits
+            extra["history"] = draw(st.sampled_from([None, None, "shallow", "deep"]))
         extra["on_exhausted"] = on_exhausted
         states.append(State(sname, kind=kind, max_visits=visits, **extra))
     states.extend(State(t, kind="terminal") for t in terminals)
