@@ -1,9 +1,10 @@
 """Random valid nested charts, for the hypothesis tests of compiling and of whole runs.
 
 `charts(options)` builds a chart with sub-charts up to three levels deep; model,
-code, approval and terminal states (chart states with or without history=); guarded and capped edges; budgets on the
-root, on states and on sub-charts. What differs between the tests that use it
-(which guards, tools and handlers a chart gets) comes in through `ChartOptions`.
+code, approval and terminal states (chart states with or without history=); guarded
+and capped edges; budgets on the root, on states and on sub-charts. What differs
+between the tests that use it (which guards, tools and handlers a chart gets) comes in
+through `ChartOptions`.
 """
 
 from __future__ import annotations
