@@ -6,10 +6,12 @@ traceback). Charts are loaded by path: `statechart run agents/support_triage.py:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import signal
+import sys
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,7 +24,7 @@ from pydantic import ValidationError
 
 from statechart import tracing
 from statechart.chart.chart import Chart
-from statechart.cli.exits import COMMAND_ERROR, error, say
+from statechart.cli.exits import COMMAND_ERROR, PIPE_CLOSED, error, say
 from statechart.errors import ChartWarning, LoadError, ModelError, StatechartError
 from statechart.io.loading import chart_source, load_chart
 from statechart.models.base import Model
@@ -132,6 +134,15 @@ def _run(fn: Callable[[], Awaitable[T]]) -> T:
     except KeyboardInterrupt:
         typer.echo("interrupted: the run keeps its last stored state; resume it to go on", err=True)
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # the reader went away (`| head`): stop as a pipe's writer does
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        typer.echo(
+            "stopped: the output was closed; the run keeps its last stored state; resume it "
+            "to go on",
+            err=True,
+        )
+        raise typer.Exit(PIPE_CLOSED) from None
     except typer.Exit:
         raise
     except Exception as exc:

@@ -20,6 +20,8 @@ COMMAND_ERROR = 1
 """The command failed: a missing run, a bad chart, a store error, a model error."""
 USAGE_ERROR = 2
 """The command line itself is wrong (click's own code for usage errors)."""
+PIPE_CLOSED = 141
+"""The reader of the output went away (`| head`): 128 + SIGPIPE, as a shell reports it."""
 WAITING = 3
 """The run waits for a human: `approve` or `reject` it."""
 FAILED = 4

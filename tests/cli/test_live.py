@@ -108,3 +108,25 @@ def test_resume_json_streams_the_rest_of_a_waiting_run(tmp_path: Path) -> None:
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["kind"] == "ended" and events[-1]["run_id"] == rid
     assert any(e["kind"] == "call_started" and e["call"] == "tool" for e in events)
+
+
+def test_output_closed_by_its_reader_stops_quietly_and_says_how_to_go_on(tmp_path: Path) -> None:
+    """`statechart run ... --json | head -1`: the drive stops at the step it was on, the
+    run stays stored, and the exit code is a closed pipe's, not a failure's."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statechart.cli", "run", LIVE, "--json", "--run-id", "cut-1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(LIVE_AGENT_DELAY="0.05"),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = json.loads(proc.stdout.readline())
+    assert first["kind"] == "call_started"
+    proc.stdout.close()  # the reader goes away, as `head -1` does
+    assert proc.wait(timeout=60) == 141
+    said = proc.stderr.read().decode()
+    assert "stopped: the output was closed" in said and "Traceback" not in said
+    shown = run_cli(tmp_path, "show", "cut-1", "--json").stdout
+    assert json.loads(shown)["run"]["status"] == "running"  # stored, ready to resume
+    assert run_cli(tmp_path, "resume", "cut-1", code=None).returncode == 0
