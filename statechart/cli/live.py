@@ -125,6 +125,9 @@ class LiveView:
             self.run = event.run
             self.doing = ""
             self.console.print(Text(step_line(event, self.chart)))
+            said = [m.content for m in event.messages if m.role == "assistant" and m.content]
+            if said:  # what the model wrote stays on screen once its step is stored
+                self.console.print(Text("      " + " ".join(said)[-SHOWN_TEXT:], style="italic"))
         elif isinstance(event, (RunWaiting, RunEnded)):
             self.run = event.run
 

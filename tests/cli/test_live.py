@@ -66,6 +66,8 @@ def test_run_on_a_terminal_shows_the_state_budget_bars_and_text_as_it_streams(
     first, last = out.index("word1 word2"), out.index("word40")
     stored = re.search(r"\b3\s+work\.think -> work\.act", out)
     assert stored is not None and first < last < stored.start()
+    kept = re.search(r" {6}word1 word2", out[stored.end() :])  # not the live panel's "│ word1"
+    assert kept is not None  # printed below its stored step, where it stays
     assert re.search(r"\b4\s+work\.act -> done", out)
     assert out.rstrip().endswith(": ended in 'done'")
 
