@@ -99,7 +99,9 @@ def due_timer(compiled_chart: CompiledChart, run: Run, now: float) -> Step | Non
     label = due[0][1]
     source, _, target = label.partition("->")
     seconds = armed[label]
-    why = f"state '{source}' was active for {seconds:g} s: its after edge to '{target}' fired"
+    why = (
+        f"state '{source}' was active for {seconds:g} s or more: its after edge to '{target}' fired"
+    )
     found = try_move(compiled_chart, run, target, {}, timed=True)
     if isinstance(found, str):
         return escalate(compiled_chart, run, f"{why}, but {found}", now, ZERO, actor="system")

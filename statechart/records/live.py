@@ -2,9 +2,10 @@
 progress, each stored step, and the run waiting or ending.
 
 Only `Step` is stored; the rest is shown once and forgotten, so a stream that misses
-a token loses nothing the log does not have. Every event names its run, the `seq` its
-step is (or will be) stored as, and the state path it happened in, which tells nested
-levels apart.
+a token loses nothing the log does not have. `CallStarted`, `Token` and `Progress` name
+their run, the `seq` their step will be stored as, and the state path they happened in
+(which tells nested levels apart); `Step`, `RunWaiting` and `RunEnded` carry the run
+itself (`.run`; a step also its stored `.event`).
 """
 
 from __future__ import annotations

@@ -354,7 +354,9 @@ async def test_an_approval_nobody_answers_escalates_through_its_after_edge(
     (fired,) = await store.events(run.run_id)
     assert (end.state, end.timers, end.wake) == ("remind", {}, None)
     assert fired.actor == "system" and fired.edge == "review->remind" and fired.time >= run.wake
-    assert fired.reason == "state 'review' was active for 0.3 s: its after edge to 'remind' fired"
+    assert fired.reason == (
+        "state 'review' was active for 0.3 s or more: its after edge to 'remind' fired"
+    )
     assert fired.usage.steps == 0
     assert replay(compiled(c), await store.base(run.run_id), [fired]) == end
     store.close()
