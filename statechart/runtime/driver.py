@@ -51,7 +51,8 @@ from statechart.runtime import heartbeat, lineage, threads
 from statechart.runtime.current import current as folded
 from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
-from statechart.runtime.live import Callback, Observer, Sink
+from statechart.runtime.live import Callback, Sink
+from statechart.runtime.observer import Observer
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]

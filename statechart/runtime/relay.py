@@ -68,8 +68,7 @@ class Relay:
     def wants_tokens(self) -> bool:
         """An inspector listens on this machine now (the directory is read again: this
         is asked once a model call): only then is a model call streamed for the relay."""
-        self._scanned = 0.0
-        self._rescan()
+        self._scan()
         return bool(self._listeners)
 
     def emit(self, event: LiveEvent) -> None:
@@ -154,13 +153,15 @@ class Relay:
                 # EAGAIN (a listener behind) or too long: this one is lost; the next repeats it
 
     def _rescan(self) -> None:
-        now = time.monotonic()
-        if now - self._scanned > RESCAN:
-            self._scanned = now
-            try:
-                self._listeners = [str(p) for p in self.directory.glob("*.sock")]
-            except OSError:
-                self._listeners = []
+        if time.monotonic() - self._scanned > RESCAN:
+            self._scan()
+
+    def _scan(self) -> None:
+        self._scanned = time.monotonic()
+        try:
+            self._listeners = [str(p) for p in self.directory.glob("*.sock")]
+        except OSError:
+            self._listeners = []
 
     def close(self) -> None:
         """Send what is pending and release the socket."""
