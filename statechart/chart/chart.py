@@ -25,8 +25,9 @@ from statechart.chart.tools import Tool, positive_seconds
 if TYPE_CHECKING:
     from statechart.records.run import Run
 
-StateKind = Literal["model", "code", "chart", "approval", "terminal"]
+StateKind = Literal["model", "code", "chart", "parallel", "approval", "terminal"]
 History = Literal["shallow", "deep"]
+Join = Literal["all", "first"]
 Outcome = Literal["success", "failure"]
 DEFAULT_MAX_ITERATIONS = 10
 
@@ -176,6 +177,9 @@ class State:
     - ``model``: a capped ReAct loop; the model picks among `tools` and `next_state`.
     - ``code``: the async `handler` returns a `Decision`.
     - ``chart``: hosts the sub-chart built by `chart`; `exits` maps its terminals here.
+    - ``parallel``: runs its `regions` (chart states) at once; once they have joined
+      (`join`), it leaves by `exits["done"]`; a region that fails routes it to
+      `on_region_failure`.
     - ``approval``: waits for a human; `approve` goes to `on_approve`, `reject` to `on_reject`.
     - ``terminal``: the run (or the sub-chart) ends here; `outcome="failure"` marks a failure.
 
@@ -263,6 +267,16 @@ class State:
     an outer budget's route), the sub-chart resumes where it was, not at its initial
     state: `"shallow"` at its state that was active, `"deep"` at the innermost one
     (through nested sub-charts). A sub-chart that ended starts over."""
+    regions: tuple[State, ...] = ()
+    """For `kind="parallel"`: the regions run at once, each a `kind="chart"` state (its
+    sub-chart, and `input=`/`output=` ports when it runs on a context of its own)."""
+    join: Join = "all"
+    """For `kind="parallel"`: `all` leaves once every region ended in a terminal of
+    success; `first` once one did, the others cancelled (recorded on the join's event)."""
+    on_region_failure: str = ESCALATED
+    """For `kind="parallel"`: where the state goes once a region ends in a failure terminal
+    (`escalated`, `exhausted`, or one with `outcome="failure"`), the others cancelled;
+    every region's output (what it holds so far) is written back either way."""
 
     @property
     def ported(self) -> bool:
@@ -270,7 +284,7 @@ class State:
         return self.kind == "chart" and (self.input is not None or self.output is not None)
 
     def __post_init__(self) -> None:
-        for name in ("tools", "reads", "writes"):
+        for name in ("tools", "reads", "writes", "regions"):
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -352,6 +366,9 @@ class Chart:
         for s in self.states:
             if s.kind == "chart" and s.chart is not None:
                 out[s.name] = s.chart()
+            for r in s.regions if s.kind == "parallel" else ():
+                if r.kind == "chart" and r.chart is not None and callable(r.chart):
+                    out[f"{s.name}.{r.name}"] = r.chart()
         return out
 
     def replace_state(
@@ -431,9 +448,16 @@ class Chart:
                 f"approve={s.on_approve} reject={s.on_reject} resume={s.on_resume is not None}"
                 + (f" input={_port(s.input)} output={_port(s.output)}" if s.ported else "")
                 + (f" history={s.history}" if s.history is not None else "")
+                + (f" join={s.join} failure={s.on_region_failure}" if s.kind == "parallel" else "")
             )
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")
+            for r in s.regions:
+                key = f"{s.name}.{r.name}"
+                ports = f" input={_port(r.input)} output={_port(r.output)}" if r.ported else ""
+                lines.append(f"region {key} budget={r.budget}{ports}")
+                if key in self.children:
+                    lines.append("{" + self.children[key].describe() + "}")
         for e in self.edges:
             timer = f" after={e.after:g}" if e.after is not None else ""
             lines.append(

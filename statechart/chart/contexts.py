@@ -62,7 +62,11 @@ def check_contexts(chart: Chart, root: type[BaseModel]) -> None:
     """A sub-chart without ports shares the context of the level around it (`root`: the
     root's type, or a ported sub-chart's own): it uses fields of it, typed alike."""
     for name, child in chart.children.items():
-        if chart.state_map[name].ported:
+        host, _, region = name.partition(".")
+        state = chart.state_map[host]
+        if region:
+            state = next(r for r in state.regions if r.name == region)
+        if state.ported:
             check_contexts(child, child.context)
             continue
         fields = child.context.model_fields

@@ -108,6 +108,10 @@ def _check_kinds(chart: Chart) -> None:
             raise ChartError(f"{where}: history={s.history!r}; use 'shallow' or 'deep'")
         if s.kind == "chart":
             _check_chart_state(chart, s, where, names)
+        if s.kind == "parallel":
+            _check_parallel_state(chart, s, where, names)
+        elif s.regions:
+            raise ChartError(f"{where}: regions= is for parallel states (kind is '{s.kind}')")
         if s.kind == "approval":
             for attr in ("on_approve", "on_reject"):
                 target = getattr(s, attr)
@@ -186,6 +190,53 @@ def _check_chart_state(chart: Chart, s: State, where: str, names: set[str]) -> N
         )
 
 
+def _check_parallel_state(chart: Chart, s: State, where: str, names: set[str]) -> None:
+    if not s.regions:
+        raise ChartError(
+            f"{where}: a parallel state needs regions=, e.g. "
+            "(State('a', kind='chart', chart=make_a), State('b', kind='chart', chart=make_b))"
+        )
+    if s.join not in ("all", "first"):
+        raise ChartError(f"{where}: join={s.join!r}; use 'all' or 'first'")
+    if set(s.exits) != {"done"}:
+        raise NoExitError(
+            f"{where}: a parallel state leaves by exits={{'done': ...}} once its regions "
+            f"joined (it has {sorted(s.exits) or 'none'}); name the state to go to"
+        )
+    for what, target in (
+        ("exits['done']", s.exits["done"]),
+        ("on_region_failure", s.on_region_failure),
+    ):
+        if target not in names:
+            raise UnknownTargetError(
+                f"{where}: {what}='{target}' is not a state of chart '{chart.name}'"
+            )
+    seen: set[str] = set()
+    for r in s.regions:
+        here = f"{where}, region '{r.name}'"
+        if not NAME.match(r.name) or r.name in RESERVED or r.name in IMPLICIT:
+            raise MalformedStateNameError(
+                f"{here}: a region name is a state name (letters, digits, '_' or '-', "
+                "starting with a letter, not reserved); rename it"
+            )
+        if r.name in seen:
+            raise DuplicateStateError(f"{here}: two regions are named '{r.name}'; rename one")
+        seen.add(r.name)
+        if r.kind != "chart" or r.chart is None or not callable(r.chart):
+            raise ChartError(
+                f"{here}: a region is a chart state: State('{r.name}', kind='chart', "
+                "chart=a factory returning its Chart)"
+            )
+        if r.exits or r.history is not None or r.regions:
+            raise ChartError(
+                f"{here}: a region ends in its sub-chart's terminals (no exits=, history= "
+                "or regions=); the parallel state's exits say where the run goes next"
+            )
+        child = chart.children[f"{s.name}.{r.name}"]
+        if r.ported:
+            check_ports(chart, r, child, here)
+
+
 def _check_edges(chart: Chart, names: set[str]) -> None:
     for e in chart.edges:
         for end in (e.source, e.target):
@@ -209,6 +260,12 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
                 f"chart '{chart.name}', edge {e.label}: a chart state leaves through its "
                 f"sub-chart's terminals; map them with exits= instead of an edge (only an "
                 f"after= edge may interrupt it)"
+            )
+        if src.kind == "parallel" and e.after is None:
+            raise ChartError(
+                f"chart '{chart.name}', edge {e.label}: a parallel state leaves once its "
+                "regions joined, by exits={'done': ...} (or on_region_failure=); only an "
+                "after= edge may interrupt it"
             )
     keys = [e.label for e in chart.edges]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
@@ -249,6 +306,10 @@ def exit_graph(chart: Chart) -> dict[str, set[str]]:
         if s.kind == "chart":
             graph[s.name].update(s.exits.values())
             graph[s.name].add(s.exits.get(EXHAUSTED, s.on_exhausted))
+        if s.kind == "parallel":
+            graph[s.name].update((*s.exits.values(), s.on_region_failure))
+            if s.budget is not None:
+                graph[s.name].add(s.on_exhausted)
         if s.kind != "terminal":
             graph[s.name].update((ESCALATED, chart.on_exhausted))
             if s.kind == "model" or s.budget is not None:
@@ -290,7 +351,7 @@ def _check_cycles(chart: Chart) -> None:
         if e.max_traversals is None and e.source in graph and e.target in graph:
             graph[e.source].append(e.target)
     for s in chart.states:
-        if s.kind == "chart" and s.name in graph:
+        if s.kind in ("chart", "parallel") and s.name in graph:
             for t in set(s.exits.values()):
                 if t in graph:
                     graph[s.name].append(t)

@@ -23,6 +23,7 @@ from statechart.engine.effects import (
     Effect,
     Escalate,
     Exhaust,
+    Join,
     Reconciled,
     Refuse,
     RunHandler,
@@ -68,6 +69,17 @@ def advance_general(
         return _next_state(compiled_chart, run, now, wall)
     if isinstance(effect, Ask):
         return _ask(compiled_chart, run, effect.reason, now, wall)
+    if isinstance(effect, Join):
+        return commit(
+            compiled_chart,
+            run,
+            compiled_chart.fired(run.state, effect.trigger),
+            now,
+            wall,
+            trigger=effect.trigger,
+            actor="system",
+            reason=effect.reason,
+        )
     if isinstance(effect, Escalate):
         return escalate(
             compiled_chart,

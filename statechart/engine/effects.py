@@ -21,6 +21,7 @@ from statechart.engine.calls import idempotency_key
 from statechart.engine.moves import typed_context
 from statechart.engine.prompt import build_request, model_view
 from statechart.engine.reasons import NEXT_STATE_TOO_SOON, NOT_EXECUTED, not_executed
+from statechart.engine.regions import joined
 from statechart.engine.scopes import context_at
 from statechart.engine.session import Session
 from statechart.engine.strict import Worst, fit
@@ -98,7 +99,20 @@ class Escalate(Struct, frozen=True):
     reason: str
 
 
-Decide = Exhaust | Refuse | TakeNextState | Ask | Escalate
+class Join(Struct, frozen=True):
+    """Leave the parallel state the run is in: its regions joined (`trigger` is `join`)
+    or one failed (`region_failed`); `reason` says which."""
+
+    trigger: str
+    reason: str
+
+
+class Regions(Struct, frozen=True):
+    """The run is in a parallel state whose regions have steps to make: the driver steps
+    each region (`engine.regions`), concurrently."""
+
+
+Decide = Exhaust | Refuse | TakeNextState | Ask | Escalate | Join
 """A move that needs no I/O."""
 
 
@@ -119,7 +133,7 @@ class Sleep(Struct, frozen=True):
     until: float
 
 
-Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended | Sleep
+Effect = CallModel | RunTool | RunHandler | Decide | Wait | Ended | Sleep | Regions
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -138,7 +152,7 @@ def plan_general(compiled_chart: CompiledChart, run: Run, session: Session) -> E
     if spent is not None:
         return Exhaust(spent)
     effect = _plan_state(compiled_chart, run, session)
-    if isinstance(effect, (CallModel, RunTool, Ask)):
+    if isinstance(effect, (CallModel, RunTool, Ask, Regions)):
         spent = first_exhausted(compiled_chart, run)
         if spent is not None:
             return Exhaust(spent)
@@ -164,6 +178,9 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
     node = compiled_chart.nodes[leaf]
     state = node.state
     assert state is not None, leaf
+    if state.kind == "parallel":
+        found = joined(compiled_chart, leaf, run.regions)
+        return Join(*found) if found is not None else Regions()
     if state.kind == "code":
         assert state.handler is not None
         try:

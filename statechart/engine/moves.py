@@ -16,6 +16,7 @@ from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
 from statechart.engine.history import applied
 from statechart.engine.reasons import NOT_EXECUTED
+from statechart.engine.regions import closing, moved, widened
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
@@ -71,6 +72,8 @@ def try_move(
         if refusal is not None:
             return refusal
     move = compiled_chart.move(run.state, t, run.history)
+    if run.regions:
+        move = widened(compiled_chart, run, move)
     for path in move.entered:
         state = compiled_chart.nodes[path].state
         if state is not None and state.max_visits is not None:
@@ -171,6 +174,11 @@ def commit(
     as it was, when the caller already emptied its queue (its open intent closes)."""
     seq = run.seq + 1
     update = {**update, "seq": seq} if update else {"seq": seq}
+    leaving: tuple[str, ...] = ()
+    if move is not None and run.regions:
+        move = widened(compiled_chart, run, move)
+        if run.state in move.exited:
+            leaving = closing(run)
     if run.routed and usage.steps:
         update["routed"] = 0
     if run.attempt and trigger != "retry" and (usage.model_calls or usage.tool_calls or move):
@@ -193,6 +201,8 @@ def commit(
         if move.crosses:
             _cross(compiled_chart, run, move, update, fields)
         _entering(run, move, seq, update)
+        if move.regions or run.regions:
+            moved(compiled_chart, run, move.leaf, move.regions, seq, update)
         fields["entered"], fields["exited"] = move.entered, move.exited
         if move.transition.edge is not None:
             fields["edge"] = move.transition.counter
@@ -208,6 +218,8 @@ def commit(
     )
     if opened is not None:
         fields["intent"], fields["key"] = opened.call.id, opened.key
+    if leaving:
+        closed = (*closed, *leaving)
     fields["run_id"] = run.run_id
     fields["seq"] = seq
     fields["time"] = now

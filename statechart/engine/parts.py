@@ -19,6 +19,10 @@ INTERNAL = (
     ("rejected", "approve", "think"),
 )
 CANCEL = "cancel"
+JOIN = "join"
+"""The trigger that leaves a parallel state once its regions joined."""
+REGION_FAILED = "region_failed"
+"""The trigger that leaves a parallel state once one of its regions failed."""
 
 
 def go(path: str) -> str:
@@ -123,3 +127,6 @@ class Move:
     remembered: dict[str, str] | None = None
     """`history=` chart states this move leaves: an interrupted one -> where it will
     resume, one whose sub-chart ended -> "" (forgotten); None when there are none."""
+    regions: tuple[tuple[str, str], ...] = ()
+    """For a move into a parallel state (`leaf`): each region (path) and the leaf it
+    starts at; `entered` lists them too, level by level."""

@@ -13,6 +13,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from statechart.chart.names import NEXT_STATE
+from statechart.engine import regions as regions_
 from statechart.engine.calls import doubt_after
 from statechart.engine.effects import queued_and_answered
 from statechart.engine.history import applied
@@ -41,6 +42,11 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
         raise ValueError(f"event {e.seq} of run {run.run_id} is a migration: replay from its base")
     if e.seq != run.seq + 1:
         raise ValueError(f"event {e.seq} does not follow seq {run.seq} of run {run.run_id}")
+    if run.regions:
+        path = regions_.region_of(run, e.source)
+        if path is not None:  # a region's step: folded on the run as the region sees it
+            seen = fold(compiled_chart, regions_.project(run, path), e)
+            return regions_.merged(compiled_chart, run, path, seen)
     u: dict[str, Any] = {"seq": e.seq, "state": e.target}
     if not e.usage.is_zero():
         u["ledger"] = compiled_chart.charged(run.ledger, e.source, e.usage)
@@ -82,6 +88,9 @@ def fold(compiled_chart: CompiledChart, run: Run, e: Event) -> Run:
         if run.wake is not None or run.timers or compiled_chart.timers:
             u.update(compiled_chart.rearmed(run.timers, e.exited, e.entered, e.time))
         _entered(compiled_chart, run, e, u)
+        if run.regions or e.target in compiled_chart.parallels:
+            starts = regions_.starts_of(compiled_chart, e.target, e.entered)
+            regions_.moved(compiled_chart, run, e.target, starts, e.seq, u)
     elif e.trigger in ("approved", "rejected") and e.refused is not None:
         u["reason"] = f"{e.trigger}, but {e.refused}"
     return replace(run, **u)

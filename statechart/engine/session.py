@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from statechart.records.estimate import Price
 from statechart.records.messages import Message, ToolCall
-from statechart.records.run import CheckedCall, Run, Step
+from statechart.records.run import CheckedCall, Run, Step, Visit
 
 
 @dataclass
@@ -59,11 +59,35 @@ class Session:
     """The validated arguments of the call whose intent the last step recorded."""
     price: Price | None = None
     """What the driving model costs, if known: strict cost caps price a call's worst case."""
+    regions: dict[str, Session] = field(default_factory=dict)
+    """In a parallel state: each region's own session (its visit's transcript); they
+    share this one's fingerprints."""
+
+    def region(self, path: str) -> Session:
+        """The session of region `path` (made on first use)."""
+        found = self.regions.get(path)
+        if found is None:
+            found = self.regions[path] = Session(fingerprints=self.fingerprints, price=self.price)
+        return found
 
     def absorb(self, before: Run, step: Step) -> None:
         """Keep the transcript and fingerprints in line with the run after `step`."""
-        after = step.run
-        if after.visit is None or before.visit is None or after.visit.seq != before.visit.seq:
+        if before.regions:
+            source = step.event.source
+            path = next((p for p in before.regions if source.startswith(p + ".")), None)
+            if path is not None:  # a region's step: its own session takes it
+                after_region = step.run.regions.get(path)
+                self.region(path)._absorbed(
+                    before.regions[path].visit,
+                    after_region.visit if after_region is not None else None,
+                    step,
+                )
+                return
+            self.regions = {}
+        self._absorbed(before.visit, step.run.visit, step)
+
+    def _absorbed(self, was: Visit | None, now: Visit | None, step: Step) -> None:
+        if now is None or was is None or now.seq != was.seq:
             self.transcript = []
         elif step.messages:
             self.transcript.extend(step.messages)

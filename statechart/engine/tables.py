@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 from statechart.engine.parts import (
     CANCEL,
     INTERNAL,
+    JOIN,
+    REGION_FAILED,
     Level,
     Move,
     Node,
@@ -71,6 +73,10 @@ class CompiledChart:
         """The `after=` edges leaving each state (by path): armed when it is entered."""
         self.histories: dict[str, str] = {}
         """The chart states with `history=` (by path): `shallow` or `deep`."""
+        self.parallels: dict[str, tuple[str, ...]] = {}
+        """The parallel states (by path) -> their regions' paths, in order."""
+        self.region_charts: dict[str, Chart] = {}
+        """The sub-chart of every region, by the region's path."""
         self._tree = self._walk(chart, "", "")
         self.nodes[CANCELLED] = Node(CANCELLED, State(CANCELLED, kind="terminal"), chart, "")
         self._tree.append(CANCELLED)
@@ -141,12 +147,40 @@ class CompiledChart:
                         self.transitions.append(
                             Transition(EXIT, f"{path}.{term.name}", prefix + target)
                         )
+            elif s.kind == "parallel":
+                tree.append({"name": s.name, "children": self._regions(chart, path, s, scope)})
+                self.transitions.append(Transition(JOIN, path, prefix + s.exits["done"]))
+                self.transitions.append(
+                    Transition(REGION_FAILED, path, prefix + s.on_region_failure)
+                )
             else:
                 tree.append(s.name)
             self._add_exits(chart, prefix, s)
         for e in chart.edges:
             self._add_edge(prefix, e)
         return tree
+
+    def _regions(self, chart: Chart, path: str, s: State, scope: str) -> list[Any]:
+        """Compile the regions of parallel state `s` at `path`: each a sub-chart under
+        `path.region`, with its own budget level, ending in its terminals (no exit)."""
+        trees: list[Any] = []
+        paths = []
+        for r in s.regions:
+            at = f"{path}.{r.name}"
+            child = chart.children[f"{s.name}.{r.name}"]
+            paths.append(at)
+            self.nodes[at] = Node(at, r, chart, path + ".", scope)
+            self.region_charts[at] = child
+            if r.ported:
+                self.scopes[at] = child.context
+            sub_tree = self._walk(child, at + ".", at if r.ported else scope)
+            trees.append({"name": r.name, "children": sub_tree, "initial": child.initial})
+            budget = r.budget.merged(child.budget) if r.budget else child.budget
+            if budget is not None and budget.caps():
+                self.levels[at] = Level(at, budget.caps(), exhaust(at), strict=budget.strict)
+                self.transitions.append(Transition(exhaust(at), at, f"{at}.{EXHAUSTED}"))
+        self.parallels[path] = tuple(paths)
+        return trees
 
     def _add_edge(self, prefix: str, e: Edge) -> None:
         src, dst = prefix + e.source, prefix + e.target
@@ -202,7 +236,7 @@ class CompiledChart:
             back = history.get(path) if history and path in self.histories else None
             if back is not None and back in self.nodes and back.startswith(path + "."):
                 return self.descend(back, history)
-            child = node.chart.children[state.name]
+            child = self.region_charts.get(path) or node.chart.children[state.name]
             return self.descend(f"{path}.{child.initial}", history)
         return path
 
@@ -275,7 +309,15 @@ class CompiledChart:
             if p not in after or any(p == s or p.startswith(s + ".") for s in left)
         )
         entered = tuple(p for p in reversed(after) if p not in before or p in exited)
+        starts: tuple[tuple[str, str], ...] = ()
+        if new_leaf in self.parallels:  # its regions start, level by level
+            starts = tuple((r, self.descend(r, history)) for r in self.parallels[new_leaf])
+            chains = [(r, *self.ancestors(at)[::-1][len(self.ancestors(r)) :]) for r, at in starts]
+            depth = max(len(c) for c in chains)
+            entered += tuple(c[i] for i in range(depth) for c in chains if i < len(c))
         found = self._finish(t, new_leaf, exited, entered, tuple(through))
+        if starts:
+            found = replace(found, regions=starts)
         if changes and found.status == "ended":  # an ended run comes back to nothing
             changes = {path: where for path, where in changes.items() if not where}
         return replace(found, remembered=changes) if changes else found

@@ -176,6 +176,33 @@ class Visit(Record, frozen=True):
     counts these, so a retry after a failure presents the same key."""
 
 
+class Region(Record, frozen=True):
+    """Where one region of an active parallel state is (`Run.regions`): the fields a run
+    keeps per thread of control, for that region alone."""
+
+    state: str
+    """Full path of the region's current leaf (`research.web.search.think`)."""
+    status: Status = "running"
+    """`running`, `waiting` (an approval in it), `sleeping` (a failed call's next attempt
+    is due at `wake`) or `ended` (in one of its sub-chart's terminals)."""
+    visit: Visit | None = None
+    """The current visit of a model state in the region."""
+    pending: tuple[QueuedCall, ...] = ()
+    """Calls of the region's last reply still to run."""
+    reason: str = ""
+    """Why the region waits or ended."""
+    routed: int = 0
+    """Free exhaustion routes in the region since its last charged step."""
+    doubt: str | None = None
+    """A queued call of the region that may have run under a driver that died."""
+    wake: float | None = None
+    """When the region's next timer is due (epoch seconds)."""
+    timers: dict[str, float] = {}
+    """The region's armed `after=` edges -> when each fires."""
+    attempt: int = 0
+    """Failed attempts of the region's call being tried again."""
+
+
 class Run(Record, frozen=True):
     """One execution, as data. The snapshot the store keeps is this record.
 
@@ -262,6 +289,9 @@ class Run(Record, frozen=True):
     history: dict[str, str] = {}
     """Where to come back to in each `history=` chart state that was interrupted (left
     while its sub-chart was still running): its path -> the state to re-enter."""
+    regions: dict[str, Region] = {}
+    """While in a parallel state (`state` is its path): each region (by path, in the
+    chart's order) and where it is. Empty elsewhere."""
 
 
 class Event(Record, frozen=True):

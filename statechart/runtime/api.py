@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
+import msgspec
 
 from statechart import tracing
 from statechart.chart.chart import Chart
+from statechart.engine import regions
 from statechart.engine.reasons import waiting_for_approval
 from statechart.engine.scopes import entered_at_start
 from statechart.engine.tables import compiled
@@ -90,11 +92,17 @@ async def start(
     run_id = run_id or uuid.uuid4().hex
     ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
     leaf = compiled_chart.initial_leaf
+    starts = tuple((r, compiled_chart.descend(r)) for r in compiled_chart.parallels.get(leaf, ()))
     entered = [
         p
-        for p in reversed(compiled_chart.ancestors(leaf))
+        for at in (leaf, *(start for _, start in starts))
+        for p in reversed(compiled_chart.ancestors(at))
         if compiled_chart.nodes[p].state is not None
     ]
+    entered = list(dict.fromkeys(entered))
+    contexts = entered_at_start(compiled_chart, ctx, leaf)
+    for _, start_leaf in starts:
+        contexts.update(entered_at_start(compiled_chart, ctx, start_leaf))
     owner, state = compiled_chart.owner_state(leaf)
     await store.save_chart(chart.version, chart.describe(), source_of(chart))
     trace, span = tracing.run_trace_context(chart.name, run_id)
@@ -107,7 +115,7 @@ async def start(
         model=model.spec,
         state=leaf,
         context=ctx,
-        contexts=entered_at_start(compiled_chart, ctx, leaf),
+        contexts=contexts,
         visits=dict.fromkeys(entered, 1),
         visit=Visit(state=owner, seq=0) if state.kind == "model" else None,
         lineage_root=run_id,
@@ -117,6 +125,10 @@ async def start(
         status="waiting" if state.kind == "approval" else "running",
         reason=waiting_for_approval(owner) if state.kind == "approval" else "",
     )
+    if starts:  # it starts in a parallel state: its regions start too
+        fields: dict[str, Any] = {}
+        regions.moved(compiled_chart, run, leaf, starts, 0, fields)
+        run = msgspec.structs.replace(run, **fields)
     with tracing.ending(span):
         await store.create(run)
     return run

@@ -23,12 +23,15 @@ from statechart.chart.chart import Chart
 from statechart.chart.names import CANCELLED
 from statechart.chart.tool_context import ToolContext
 from statechart.engine import recovery as resuming_
+from statechart.engine import regions
 from statechart.engine.calls import open_call
 from statechart.engine.deadlines import Limit, limit
 from statechart.engine.effects import (
     CallModel,
     Ended,
+    Exhaust,
     Reconciled,
+    Regions,
     RunHandler,
     RunTool,
     Sleep,
@@ -53,9 +56,12 @@ from statechart.runtime.hooks import StepHooks
 from statechart.runtime.lineage import Migration
 from statechart.runtime.live import Callback, Sink
 from statechart.runtime.observer import Observer
+from statechart.runtime.parallel import Phase, in_regions, region_step
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
+_ON = object()
+"""The run itself has a step to make (`_Drive._parallel`)."""
 DEFAULT_MAX_SLEEP = 60.0
 """Seconds a drive waits in process for a sleeping run's timer; past that it stops."""
 
@@ -97,6 +103,14 @@ async def _stepped(
 ) -> Step | None:
     """`step()`, its call told to `observer` (a streamed reply, a tool's progress)."""
     compiled_chart = compiled(chart)
+    if run.regions and in_regions(compiled_chart, run, session, clock()):
+        return await region_step(
+            compiled_chart,
+            run,
+            session,
+            clock,
+            lambda view, sub: _stepped(chart, view, model, sub, clock, hooks, observer),
+        )
     started = time.monotonic()
     if hooks is not None:
         hooks.before_step(run=run)
@@ -368,6 +382,8 @@ class _Drive:
     """False once the drive is closing: the lease is renewed no more."""
     max_sleep: float = 60.0
     """A sleeping run due within this many seconds is woken in this drive."""
+    backlog: list[Step] = field(default_factory=list)
+    """Steps a parallel state's regions stored, not yet handed out."""
     renewing: anyio.Lock | None = None
     """Held while renewing: releasing waits for a renewal under way. Made by the first
     renewal (a lock costs ~800 bytes, and most drives end before their first)."""
@@ -438,9 +454,15 @@ class _Drive:
 
     async def next(self) -> Step | None:
         """Make and store the next transition; None once the run waits or ends."""
+        if self.backlog:
+            return self.backlog.pop(0)
         run = self.run
         if run is None or self.cancelled:
             return None
+        if run.regions:
+            found = await self._parallel(run)
+            if found is not _ON:
+                return cast("Step | None", found)
         if run.status == "sleeping":
             return await self._woken(run)
         if run.timers and run.wake is not None:
@@ -467,6 +489,40 @@ class _Drive:
             failpoints.hit("intent.recorded")
         self.in_flight = False
         return stored
+
+    async def _parallel(self, run: Run) -> Step | object | None:
+        """In a parallel state: drive its regions at once (`runtime.parallel`) and hand out
+        the steps they stored; `_ON` when the run itself has a step to make (the join, a
+        route), None once it waits."""
+        if run.status == "waiting":
+            return None
+        if run.status == "running":
+            if run.timers and run.wake is not None and run.wake <= self.clock():
+                return _ON  # the parallel state's own after= edge
+            if not isinstance(plan(self.compiled_chart, run, self.session), Regions):
+                return _ON
+        phase = Phase(self)
+        records = await phase.run()
+        if records:
+            self.backlog = records[1:]
+            return records[0]
+        if phase.blocked is not None and self.run is not None and not self.cancelled:
+            spent = Exhaust(phase.blocked)  # a level around the state is spent: route it
+            record = advance(self.compiled_chart, self.run, spent, None, now=self.clock())
+            return await self._stored(self._made(self.run, record))
+        return None
+
+    async def performed(self, run: Run, effect: Any) -> Any:
+        """The outcome of `effect`'s call (made for `run`), cut off at its time limit."""
+        within = None if self.compiled_chart.untimed else limit(self.compiled_chart, run, effect)
+        call = _perform(effect, self.model)
+        return await (call if within is None else _limited(call, within))
+
+    async def stepped(self, run: Run, session: Session) -> Step | None:
+        """`step()` of `run` (a region's view) with this drive's hooks and observer."""
+        return await _stepped(
+            self.chart, run, self.model, session, self.clock, self.hooks, self.observer
+        )
 
     async def _step(self, run: Run) -> Step | None:
         """`step()` with no hooks, its effect performed in line (no coroutine for a
@@ -663,7 +719,12 @@ async def load_session(store: Store, run: Run) -> Session:
         The current visit's transcript and every executed call's fingerprint.
     """
     transcript = await lineage.visit_transcript(store, run) if run.visit else []
-    return Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
+    session = Session(transcript=transcript, fingerprints=await lineage.fingerprints(store, run))
+    for path, region in run.regions.items():
+        if region.visit is not None:
+            seen = regions.project(run, path)
+            session.region(path).transcript = await lineage.visit_transcript(store, seen)
+    return session
 
 
 def priced(compiled_chart: CompiledChart, model: Model) -> Price | None:
