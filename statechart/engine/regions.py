@@ -198,7 +198,6 @@ def widened(compiled_chart: CompiledChart, run: Run, move: Move) -> Move:
         exited=(*reversed(order), *move.exited),
         through=(*through, *move.through),
         crosses=crosses,
-        ports=None if crosses and not move.ports else move.ports,
     )
 
 
