@@ -512,6 +512,7 @@ ADDED: dict[str, Any] = {
     "timers": {},
     "history": {},
     "remembered": {},
+    "regions": {},
 }
 """Fields the records gained after 0.2.0 (issues #28 and #30), with their defaults: data
 written before has none of them, and reads back with these values."""
