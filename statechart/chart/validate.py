@@ -233,8 +233,20 @@ def _check_parallel_state(chart: Chart, s: State, where: str, names: set[str]) -
                 "or regions=); the parallel state's exits say where the run goes next"
             )
         child = chart.children[f"{s.name}.{r.name}"]
+        if _holds_parallel(child):
+            raise ChartError(
+                f"{here}: its sub-chart '{child.name}' holds a parallel state, and regions "
+                "do not nest yet; make the inner regions regions of this parallel state"
+            )
         if r.ported:
             check_ports(chart, r, child, here)
+
+
+def _holds_parallel(chart: Chart) -> bool:
+    """A parallel state is somewhere in `chart` or its sub-charts."""
+    return any(s.kind == "parallel" for s in chart.states) or any(
+        _holds_parallel(c) for c in chart.children.values()
+    )
 
 
 def _check_edges(chart: Chart, names: set[str]) -> None:

@@ -102,12 +102,14 @@ def joined(
     state = compiled_chart.nodes[parallel].state
     assert state is not None and state.kind == "parallel", parallel
     ended = [(p, r.state) for p, r in regions.items() if r.status == "ended"]
+    live = [f"'{p}' at '{r.state}'" for p, r in regions.items() if r.status != "ended"]
+    cancelled = f"; cancelled: {', '.join(live)}" if live else ""
     for path, leaf in ended:
         if failed(compiled_chart, leaf):
-            return REGION_FAILED, f"region '{path}' ended in '{leaf}', a failure"
+            return REGION_FAILED, f"region '{path}' ended in '{leaf}', a failure{cancelled}"
     if ended and (state.join == "first" or len(ended) == len(regions)):
         if state.join == "first":
-            return JOIN, f"region '{ended[0][0]}' ended first, in '{ended[0][1]}'"
+            return JOIN, f"region '{ended[0][0]}' ended first, in '{ended[0][1]}'{cancelled}"
         return JOIN, f"all {len(regions)} regions ended"
     return None
 
@@ -176,17 +178,18 @@ def moved(
 
 def widened(compiled_chart: CompiledChart, run: Run, move: Move) -> Move:
     """`move` made by the run at a parallel state, exiting every region first when it
-    leaves the state (innermost first, the regions level by level, as entered reversed);
+    leaves the state (deepest level first, the regions in order on each, as `transitions`
+    exits a parallel state);
     a region that ended in a terminal counts as left through it (its output then is
     that of a success)."""
     if not run.regions or run.state not in move.exited or move.exited[:1] != (run.state,):
         return move
     chains = [
-        tuple(p for p in compiled_chart.ancestors(r.state) if p.startswith(path + "."))[::-1]
+        (path, *(p for p in compiled_chart.ancestors(r.state)[::-1] if p.startswith(path + ".")))
         for path, r in run.regions.items()
     ]
     depth = max(map(len, chains), default=0)
-    order = [*run.regions, *(chain[i] for i in range(depth) for chain in chains if i < len(chain))]
+    order = tuple(c[i] for i in reversed(range(depth)) for c in chains if i < len(c))
     through = tuple(
         r.state
         for r in run.regions.values()
@@ -195,7 +198,7 @@ def widened(compiled_chart: CompiledChart, run: Run, move: Move) -> Move:
     crosses = move.crosses or any(p in compiled_chart.scopes for p in run.regions)
     return dc_replace(
         move,
-        exited=(*reversed(order), *move.exited),
+        exited=(*order, *move.exited),
         through=(*through, *move.through),
         crosses=crosses,
     )
