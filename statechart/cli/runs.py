@@ -319,6 +319,12 @@ def resume(
     raise typer.Exit(_run(go))
 
 
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(help="In a parallel state: the waiting region (when several wait)."),
+]
+
+
 @app.command()
 def approve(
     run_id: str,
@@ -329,6 +335,7 @@ def approve(
     no_resume: Annotated[bool, typer.Option("--no-resume", help="Only record it.")] = False,
     model: ModelOpt = None,
     given: ChartOpt = None,
+    region: RegionOpt = None,
 ) -> None:
     """Approve what a run waits for, then resume it.
 
@@ -343,7 +350,7 @@ def approve(
         found = current(chart, loaded)
         edits = _object(edit, "--edit") if edit else None
         chosen = None if no_resume else _model(model, module, found)  # fail before deciding
-        await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits)
+        await approve_run(chart, run_id, store=store, by=by, note=note, edits=edits, region=region)
         typer.echo(f"approved by {by}")
         if chosen is None:  # only recorded: the command drove nothing
             await _close(store)
@@ -368,6 +375,7 @@ def reject(
     db: Db = DB_DEFAULT,
     by: Annotated[str, typer.Option(help="Who rejects.")] = "cli",
     given: ChartOpt = None,
+    region: RegionOpt = None,
 ) -> None:
     """Reject what a run waits for. Example: statechart reject RUN_ID --reason 'tone'"""
 
@@ -375,7 +383,7 @@ def reject(
         store = _existing(db)
         chart, _ = await _chart_of(store, (await store.load(run_id)).snapshot, given)
         _trace()
-        record = await reject_run(chart, run_id, store=store, by=by, reason=reason)
+        record = await reject_run(chart, run_id, store=store, by=by, reason=reason, region=region)
         now = f"rejected by {by}; now {record.run.status} in '{record.run.state}'"
         if record.run.status == "ended":
             typer.echo(now)

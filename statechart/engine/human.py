@@ -9,6 +9,7 @@ from msgspec.structs import replace
 from statechart.chart.tools import parse_arguments
 from statechart.engine.moves import commit, try_move
 from statechart.engine.reasons import not_executed
+from statechart.engine.regions import merged, project
 from statechart.engine.tables import CANCEL, CompiledChart
 from statechart.errors import NotWaitingError, RunEndedError, RunError, ToolArgumentsError
 from statechart.records.messages import Message, ToolCall
@@ -25,13 +26,28 @@ def decide(
     note: str,
     edits: dict[str, Any] | None,
     now: float,
+    region: str | None = None,
 ) -> Step:
-    """Record a human decision on a waiting run; the run becomes runnable again."""
+    """Record a human decision on a waiting run (in a parallel state: on its waiting
+    `region`, needed only when several wait); the run becomes runnable again."""
     if run.status != "waiting":
         raise NotWaitingError(
             f"run {run.run_id} is {run.status} in '{run.state}', not waiting for approval; "
             "nothing to approve or reject"
+            + (" (a parallel state waits once none of its regions runs)" if run.regions else "")
         )
+    if run.regions:
+        path = _waiting_region(run, region)
+        step = decide(
+            compiled_chart,
+            project(run, path),
+            approved=approved,
+            by=by,
+            note=note,
+            edits=edits,
+            now=now,
+        )
+        return replace(step, run=merged(compiled_chart, run, path, step.run))
     verb = "approved" if approved else "rejected"
     reason = f"{verb} by {by}" + (f": {note}" if note else "")
     if run.state.endswith(".approve"):
@@ -64,6 +80,24 @@ def decide(
     return commit(
         compiled_chart, run, move, now, ZERO, trigger=verb, actor="human", reason=reason, by=by
     )
+
+
+def _waiting_region(run: Run, region: str | None) -> str:
+    """The region of a parallel state a decision is for."""
+    waiting = [p for p, r in run.regions.items() if r.status == "waiting"]
+    if region is not None:
+        if region not in waiting:
+            raise NotWaitingError(
+                f"run {run.run_id}: region '{region}' is not waiting for approval; "
+                f"waiting: {', '.join(waiting) or 'none'}"
+            )
+        return region
+    if len(waiting) != 1:
+        raise RunError(
+            f"run {run.run_id} waits in {len(waiting)} regions ({', '.join(waiting)}); "
+            "say which with region="
+        )
+    return waiting[0]
 
 
 def _decide_call(

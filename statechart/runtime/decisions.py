@@ -27,6 +27,7 @@ async def approve(
     note: str = "",
     edits: dict[str, Any] | None = None,
     clock: Clock = time.time,
+    region: str | None = None,
 ) -> Step:
     """Record a human approval; the run becomes runnable, `resume` drives it.
 
@@ -38,13 +39,16 @@ async def approve(
         note: Why, written into the event.
         edits: New values for the pending call's arguments, checked by its tool's schema.
         clock: The time written into the event.
+        region: In a parallel state, the waiting region decided on (e.g. `gather.web`);
+            needed only when several regions wait.
 
     Returns:
         The record of the `human` event.
 
     Raises:
-        NotWaitingError: The run is not waiting for approval.
-        RunError: The edits do not fit the tool's arguments (nothing is written).
+        NotWaitingError: The run (or `region`) is not waiting for approval.
+        RunError: The edits do not fit the tool's arguments, or several regions wait and
+            `region` is not given (nothing is written).
 
     Example:
         ```python
@@ -87,7 +91,7 @@ async def approve(
         anyio.run(main)
         ```
     """
-    return await _decide(chart, run_id, store, True, by, note, edits, clock)
+    return await _decide(chart, run_id, store, True, by, note, edits, clock, region)
 
 
 async def reject(
@@ -98,6 +102,7 @@ async def reject(
     by: str,
     reason: str,
     clock: Clock = time.time,
+    region: str | None = None,
 ) -> Step:
     """Record a human rejection: the model hears `reason` (or an approval state's
     `on_reject` edge is taken).
@@ -109,12 +114,14 @@ async def reject(
         by: Who rejected, written into the event.
         reason: Why, written into the event and told to the model.
         clock: The time written into the event.
+        region: In a parallel state, the waiting region decided on; needed only when
+            several regions wait.
 
     Returns:
         The record of the `human` event.
 
     Raises:
-        NotWaitingError: The run is not waiting for approval.
+        NotWaitingError: The run (or `region`) is not waiting for approval.
 
     Example:
         ```python
@@ -155,7 +162,7 @@ async def reject(
         anyio.run(main)
         ```
     """
-    return await _decide(chart, run_id, store, False, by, reason, None, clock)
+    return await _decide(chart, run_id, store, False, by, reason, None, clock, region)
 
 
 async def _decide(
@@ -167,10 +174,18 @@ async def _decide(
     note: str,
     edits: dict[str, Any] | None,
     clock: Clock,
+    region: str | None,
 ) -> Step:
     run = await _current(chart, run_id, store)
     record = human.decide(
-        compiled(chart), run, approved=approved, by=by, note=note, edits=edits, now=clock()
+        compiled(chart),
+        run,
+        approved=approved,
+        by=by,
+        note=note,
+        edits=edits,
+        now=clock(),
+        region=region,
     )
     return await _append_human(chart, store, run, record)
 

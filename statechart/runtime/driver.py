@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
+from msgspec.structs import replace
 
 from statechart import failpoints, tracing
 from statechart.chart.chart import Chart
@@ -431,7 +432,7 @@ class _Drive:
         else:  # nothing records: its (no-op) span ends now, and the drive keeps nothing
             traced.close(None)
         compiled_chart, now = self.compiled_chart, self.clock
-        openers: list[Callable[[Run], Step | None]] = [
+        openers: list[Callable[[Run], Step | list[Step] | None]] = [
             lambda r: migrated,
             lambda r: _takeover(compiled_chart, r, self.lease, now),
             lambda r: (
@@ -446,9 +447,10 @@ class _Drive:
             ),
         ]
         for opener in openers:
-            record = opener(self.run)
-            if record is not None:
-                yield await self._stored(self._made(self.run, record))
+            found = opener(self.run)
+            for record in found if isinstance(found, list) else (found,):
+                if record is not None:
+                    yield await self._stored(self._made(self.run, record))
             if opener is openers[1]:
                 self.dirty = False  # the takeover, if any, is stored
 
@@ -646,19 +648,28 @@ class _Drive:
         )
 
 
-def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> Step | None:
-    """The takeover event, when the last holder died while the head call could run."""
-    head = open_call(run)
-    if (
-        lease.took_over
-        and run.status == "running"
-        and lease.previous_seq == run.seq
-        and head is not None
-        and run.state.endswith(".act")
-        and run.doubt != head.call.id
-    ):
-        return resuming_.takeover(compiled_chart, run, lease.previous, now=clock())
-    return None
+def _takeover(compiled_chart: CompiledChart, run: Run, lease: Lease, clock: Clock) -> list[Step]:
+    """The takeover events, when the last holder died while a head call could run: the
+    run's, or in a parallel state one per region with a call in flight, in region order."""
+    if not (lease.took_over and run.status == "running" and lease.previous_seq == run.seq):
+        return []
+    out = []
+    for path in run.regions or (None,):
+        seen = run if path is None else regions.project(run, path)
+        head = open_call(seen)
+        if (
+            seen.status == "running"
+            and head is not None
+            and seen.state.endswith(".act")
+            and seen.doubt != head.call.id
+        ):
+            record = resuming_.takeover(compiled_chart, seen, lease.previous, now=clock())
+            if path is not None:
+                whole = regions.merged(compiled_chart, run, path, record.run)
+                record = replace(record, run=whole)
+            out.append(record)
+            run = record.run
+    return out
 
 
 def observer(on: Callable[[LiveEvent], Any] | Sink | None, lease: Lease) -> Observer | None:
@@ -723,7 +734,7 @@ async def load_session(store: Store, run: Run) -> Session:
     for path, region in run.regions.items():
         if region.visit is not None:
             seen = regions.project(run, path)
-            session.region(path).transcript = await lineage.visit_transcript(store, seen)
+            session.region(path).transcript = await lineage.visit_transcript(store, seen, path)
     return session
 
 

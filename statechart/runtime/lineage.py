@@ -188,10 +188,38 @@ async def fork(
     return new
 
 
-async def visit_transcript(store: Store, run: Run) -> list[Message]:
-    """The transcript of the run's current visit, including what a fork's parents hold."""
+async def visit_transcript(store: Store, run: Run, region: str | None = None) -> list[Message]:
+    """The transcript of the run's current visit, including what a fork's parents hold
+    (`region`: the run is seen from that region of a parallel state)."""
     assert run.visit is not None
-    return await _messages(store, run, run.visit.seq, None)
+    if region is None:
+        return await _messages(store, run, run.visit.seq, None)
+    return await region_transcript(store, run, run.visit.seq, region)
+
+
+async def region_transcript(store: Store, run: Run, visit: int, region: str) -> list[Message]:
+    """The messages of visit `visit` that the steps of `region` added: the regions of a
+    parallel state start their visits at the same seq, so that key alone mixes them."""
+    messages = await _messages(store, run, visit, None)
+    out: list[Message] = []
+    at = 0
+    for event in await _events_since(store, run, visit):
+        if event.visit != visit or not event.delta:
+            continue
+        if event.source == region or event.source.startswith(region + "."):
+            out += messages[at : at + event.delta]
+        at += event.delta
+    return out
+
+
+async def _events_since(store: Store, run: Run, seq: int) -> list[Event]:
+    """The run's events from `seq` on, through a fork's parents."""
+    own = await store.events(run.run_id, after=max(seq - 1, 0))
+    if run.parent_run is None or run.parent_seq is None or seq > run.parent_seq:
+        return own
+    parent = (await store.load(run.parent_run)).snapshot
+    early = await _events_since(store, parent, seq)
+    return [e for e in early if e.seq <= run.parent_seq] + own
 
 
 async def transcript_of(store: Store, run: Run, visit: int) -> list[Message]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from msgspec.structs import replace
 
+from statechart import failpoints
 from statechart.engine.effects import (
     CallModel,
     Ended,
@@ -268,6 +269,8 @@ class Phase:
                 d.cancelled = True
                 self.scope.cancel()
                 return
+        if stored.opened is not None:
+            failpoints.hit("intent.recorded")
         self.records.append(stored)
         if self.done(stored.run):
             self.scope.cancel()  # the others' calls in flight are dropped: the run moves on

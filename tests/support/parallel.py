@@ -17,6 +17,7 @@ from statechart import (
     Reply,
     Request,
     State,
+    Tool,
     Usage,
     call,
     reply,
@@ -52,7 +53,9 @@ def lookup(query: str) -> str:
     return f"facts about {query}"
 
 
-def reader(name: str, budget: Budget | None = None) -> Callable[[], Chart]:
+def reader(
+    name: str, budget: Budget | None = None, tools: tuple[Tool, ...] = (lookup,)
+) -> Callable[[], Chart]:
     """A region's chart: look the topic up, then end in `found` or `gave_up` (a failure)."""
 
     def make() -> Chart:
@@ -62,7 +65,7 @@ def reader(name: str, budget: Budget | None = None) -> Callable[[], Chart]:
                 State(
                     "search",
                     instructions=f"Research the topic on the {name}.",
-                    tools=(lookup,),
+                    tools=tools,
                     reads=("topic",),
                     writes=("notes",),
                     max_iterations=6,
@@ -78,11 +81,11 @@ def reader(name: str, budget: Budget | None = None) -> Callable[[], Chart]:
     return make
 
 
-def region(name: str, budget: Budget | None = None) -> State:
+def region(name: str, budget: Budget | None = None, tools: tuple[Tool, ...] = (lookup,)) -> State:
     return State(
         name,
         kind="chart",
-        chart=reader(name, budget),
+        chart=reader(name, budget, tools),
         input={"topic": "question"},
         output={name: "notes"},
     )
@@ -94,6 +97,7 @@ def desk(
     budget: Budget | None = None,
     region_budget: Budget | None = None,
     gather_budget: Budget | None = None,
+    tools: tuple[Tool, ...] = (lookup,),
 ) -> Chart:
     return Chart(
         "desk",
@@ -101,7 +105,7 @@ def desk(
             State(
                 "gather",
                 kind="parallel",
-                regions=tuple(region(n, region_budget) for n in names),
+                regions=tuple(region(n, region_budget, tools) for n in names),
                 join=join,  # type: ignore[arg-type]
                 exits={"done": "write"},
                 on_region_failure="failed",
