@@ -190,7 +190,7 @@ async def test_an_approval_waits_in_its_region_while_the_others_go_on(tmp_path: 
     assert {r.status for r in run.regions.values()} == {"waiting"}
     with pytest.raises(RunError, match=r"waits in 2 regions \(gather.web, gather.papers\)"):
         await approve(chart, run.run_id, store=store, by="dana")
-    with pytest.raises(NotWaitingError, match="region 'gather.nowhere' is not waiting"):
+    with pytest.raises(NotWaitingError, match=r"region 'gather\.nowhere' is not waiting"):
         await approve(chart, run.run_id, store=store, by="dana", region="gather.nowhere")
     done = await approve(chart, run.run_id, store=store, by="dana", region="gather.web")
     assert done.event.source == "gather.web.search.approve" and done.event.actor == "human"
