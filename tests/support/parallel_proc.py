@@ -10,6 +10,7 @@ fail-point with `STATECHART_FAILPOINT` to be killed at it.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 import threading
@@ -50,10 +51,8 @@ def chart_for(bank: Bank | None) -> Chart:
     @tool(retry="keyed", name="lookup")
     def charge(query: str, idempotency_key: str) -> str:
         """Buy the facts about a query."""
-        try:
+        with contextlib.suppress(threading.BrokenBarrierError):  # a resumed one runs alone
             together.wait()  # the three calls are in flight at once
-        except threading.BrokenBarrierError:
-            pass  # a resumed region runs alone
         assert bank is not None
         bank.charge(idempotency_key, query)
         return f"bought {query}"
