@@ -25,7 +25,7 @@ from statechart.chart.tools import Tool, positive_seconds
 if TYPE_CHECKING:
     from statechart.records.run import Run
 
-StateKind = Literal["model", "code", "chart", "parallel", "approval", "terminal"]
+StateKind = Literal["model", "code", "chart", "parallel", "map", "approval", "terminal"]
 History = Literal["shallow", "deep"]
 Join = Literal["all", "first"]
 Outcome = Literal["success", "failure"]
@@ -180,6 +180,9 @@ class State:
     - ``parallel``: runs its `regions` (chart states) at once; once they have joined
       (`join`), it leaves by `exits["done"]`; a region that fails routes it to
       `on_region_failure`.
+    - ``map``: runs the sub-chart `chart` once per item of the context list `over`, each
+      on a context of its own (the item in its field `item`), `max_concurrency` at once;
+      `output` gathers each instance's field into a list, in item order.
     - ``approval``: waits for a human; `approve` goes to `on_approve`, `reject` to `on_reject`.
     - ``terminal``: the run (or the sub-chart) ends here; `outcome="failure"` marks a failure.
 
@@ -274,9 +277,19 @@ class State:
     """For `kind="parallel"`: `all` leaves once every region ended in a terminal of
     success; `first` once one did, the others cancelled (recorded on the join's event)."""
     on_region_failure: str = ESCALATED
-    """For `kind="parallel"`: where the state goes once a region ends in a failure terminal
-    (`escalated`, `exhausted`, or one with `outcome="failure"`), the others cancelled;
-    every region's output (what it holds so far) is written back either way."""
+    """For `kind="parallel"` (or `map`): where the state goes once a region ends in a failure
+    terminal (`escalated`, `exhausted`, or one with `outcome="failure"`), the others
+    cancelled; every region's output (what it holds so far) is written back either way."""
+    over: str | None = None
+    """For `kind="map"`: the context field (a list) whose items the sub-chart runs over."""
+    item: str | None = None
+    """For `kind="map"`: the field of the sub-chart's own context that each item fills
+    (`input=` may fill others from the parent's context)."""
+    max_concurrency: int | None = None
+    """For `kind="map"`: instances running at once (None: every item at once)."""
+    max_items: int = 50
+    """For `kind="map"`: the most items `over` may hold (an instance per item is compiled
+    ahead; a longer list refuses the move into the state)."""
 
     @property
     def ported(self) -> bool:
@@ -293,6 +306,16 @@ class State:
         if self.call_timeout is not None:
             seconds = positive_seconds(f"state '{self.name}'", self.call_timeout)
             object.__setattr__(self, "call_timeout", seconds)
+        if self.kind == "map" and not self.regions and isinstance(self.max_items, int):
+            object.__setattr__(self, "regions", self.instances())
+
+    def instances(self) -> tuple[State, ...]:
+        """For `kind="map"`: the regions that run the sub-chart, one per possible item."""
+        port = self.input if self.input is not None else {}
+        return tuple(
+            State(str(i), kind="chart", chart=self.chart, input=port)
+            for i in range(max(self.max_items, 0))
+        )
 
     @cached_property
     def tool_map(self) -> dict[str, Tool]:
@@ -366,6 +389,10 @@ class Chart:
         for s in self.states:
             if s.kind == "chart" and s.chart is not None:
                 out[s.name] = s.chart()
+            if s.kind == "map" and callable(s.chart):
+                one = s.chart()  # every instance runs the same (immutable) sub-chart
+                out.update({f"{s.name}.{r.name}": one for r in s.regions})
+                continue
             for r in s.regions if s.kind == "parallel" else ():
                 if r.kind == "chart" and r.chart is not None and callable(r.chart):
                     out[f"{s.name}.{r.name}"] = r.chart()
@@ -448,10 +475,19 @@ class Chart:
                 f"approve={s.on_approve} reject={s.on_reject} resume={s.on_resume is not None}"
                 + (f" input={_port(s.input)} output={_port(s.output)}" if s.ported else "")
                 + (f" history={s.history}" if s.history is not None else "")
-                + (f" join={s.join} failure={s.on_region_failure}" if s.kind == "parallel" else "")
+                + (f" join={s.join} failure={s.on_region_failure}" if s.regions else "")
+                + (
+                    f" over={s.over} item={s.item} concurrency={s.max_concurrency} "
+                    f"items={s.max_items} input={_port(s.input)} output={_port(s.output)}"
+                    if s.kind == "map"
+                    else ""
+                )
             )
             if s.name in self.children:
                 lines.append("{" + self.children[s.name].describe() + "}")
+            if s.kind == "map" and f"{s.name}.0" in self.children:
+                lines.append("{" + self.children[f"{s.name}.0"].describe() + "}")
+                continue
             for r in s.regions:
                 key = f"{s.name}.{r.name}"
                 ports = f" input={_port(r.input)} output={_port(r.output)}" if r.ported else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from statechart.chart.contexts import check_contexts, check_ports
@@ -89,8 +89,10 @@ def _check_kinds(chart: Chart) -> None:
         where = f"chart '{chart.name}', state '{s.name}'"
         if s.name in IMPLICIT and s.kind != "terminal":
             raise MalformedStateNameError(f"{where}: '{s.name}' is reserved for a terminal state")
-        if (s.input is not None or s.output is not None) and s.kind != "chart":
-            raise ChartError(f"{where}: input=/output= are for chart states (kind is '{s.kind}')")
+        if (s.input is not None or s.output is not None) and s.kind not in ("chart", "map"):
+            raise ChartError(
+                f"{where}: input=/output= are for chart and map states (kind is '{s.kind}')"
+            )
         if s.outcome != "success" and s.kind != "terminal":
             raise ChartError(
                 f"{where}: outcome='{s.outcome}' is for terminal states (kind is '{s.kind}')"
@@ -108,7 +110,7 @@ def _check_kinds(chart: Chart) -> None:
             raise ChartError(f"{where}: history={s.history!r}; use 'shallow' or 'deep'")
         if s.kind == "chart":
             _check_chart_state(chart, s, where, names)
-        if s.kind == "parallel":
+        if s.kind in ("parallel", "map"):
             _check_parallel_state(chart, s, where, names)
         elif s.regions:
             raise ChartError(f"{where}: regions= is for parallel states (kind is '{s.kind}')")
@@ -191,7 +193,9 @@ def _check_chart_state(chart: Chart, s: State, where: str, names: set[str]) -> N
 
 
 def _check_parallel_state(chart: Chart, s: State, where: str, names: set[str]) -> None:
-    if not s.regions:
+    if s.kind == "map":
+        _check_map_state(chart, s, where)
+    elif not s.regions:
         raise ChartError(
             f"{where}: a parallel state needs regions=, e.g. "
             "(State('a', kind='chart', chart=make_a), State('b', kind='chart', chart=make_b))"
@@ -212,9 +216,10 @@ def _check_parallel_state(chart: Chart, s: State, where: str, names: set[str]) -
                 f"{where}: {what}='{target}' is not a state of chart '{chart.name}'"
             )
     seen: set[str] = set()
-    for r in s.regions:
+    for r in s.regions if s.kind == "parallel" else s.regions[:1]:
         here = f"{where}, region '{r.name}'"
-        if not NAME.match(r.name) or r.name in RESERVED or r.name in IMPLICIT:
+        named = NAME.match(r.name) and r.name not in RESERVED and r.name not in IMPLICIT
+        if s.kind == "parallel" and not named:
             raise MalformedStateNameError(
                 f"{here}: a region name is a state name (letters, digits, '_' or '-', "
                 "starting with a letter, not reserved); rename it"
@@ -235,16 +240,69 @@ def _check_parallel_state(chart: Chart, s: State, where: str, names: set[str]) -
         child = chart.children[f"{s.name}.{r.name}"]
         if _holds_parallel(child):
             raise ChartError(
-                f"{here}: its sub-chart '{child.name}' holds a parallel state, and regions "
-                "do not nest yet; make the inner regions regions of this parallel state"
+                f"{here}: its sub-chart '{child.name}' holds a parallel or map state, and "
+                "regions do not nest yet; make the inner regions regions of this state"
             )
-        if r.ported:
+        if r.ported and s.kind == "parallel":
             check_ports(chart, r, child, here)
 
 
+def _check_map_state(chart: Chart, s: State, where: str) -> None:
+    """A map state names its list, the sub-chart's field for each item, and how its
+    outputs gather; the rest is a parallel state's."""
+    if s.chart is None or not callable(s.chart):
+        raise ChartError(f"{where}: a map state needs chart=, a factory of the sub-chart")
+    if s.max_items < 1 or (s.max_concurrency is not None and s.max_concurrency < 1):
+        raise ChartError(f"{where}: max_items and max_concurrency must be >= 1")
+    names = [r.name for r in s.regions]
+    if names != [str(i) for i in range(s.max_items)]:
+        raise ChartError(f"{where}: a map state makes its regions (one per item); drop regions=")
+    parent_t = chart.context
+    child = chart.children[f"{s.name}.0"]
+    child_t = child.context
+    if s.over is None or s.over not in parent_t.model_fields:
+        raise UndeclaredFieldError(
+            f"{where}: over={s.over!r} must name a list field of {parent_t.__name__} "
+            f"(it has {', '.join(parent_t.model_fields) or 'none'})"
+        )
+    if s.item is None or s.item not in child_t.model_fields:
+        raise UndeclaredFieldError(
+            f"{where}: item={s.item!r} must name the field of {child_t.__name__} (the "
+            f"sub-chart's context) each item fills; it has "
+            f"{', '.join(child_t.model_fields) or 'none'}"
+        )
+    if s.output is not None and not isinstance(s.output, Mapping):
+        raise ChartError(
+            f"{where}: a map state's output= maps a list field of {parent_t.__name__} to a "
+            "field of each instance's context, e.g. output={'reviews': 'verdict'}"
+        )
+    sides = (
+        ("input", s.input if isinstance(s.input, Mapping) else {}, child_t, parent_t),
+        ("output", s.output or {}, parent_t, child_t),
+    )
+    for port, mapping, to_t, from_t in sides:
+        for to_field, from_field in mapping.items():
+            for name, owner in ((to_field, to_t), (from_field, from_t)):
+                if name not in owner.model_fields:
+                    raise UndeclaredFieldError(
+                        f"{where}: {port} maps '{to_field}' <- '{from_field}', but "
+                        f"{owner.__name__} has no field '{name}'"
+                    )
+    if not callable(s.input):
+        filled = {s.item, *(s.input or {})}
+        missing = [
+            n for n, f in child_t.model_fields.items() if f.is_required() and n not in filled
+        ]
+        if missing:
+            raise UndeclaredFieldError(
+                f"{where}: sub-chart '{child.name}' requires {child_t.__name__}.{missing[0]}, "
+                "which neither item= nor input= fills; map it or give it a default"
+            )
+
+
 def _holds_parallel(chart: Chart) -> bool:
-    """A parallel state is somewhere in `chart` or its sub-charts."""
-    return any(s.kind == "parallel" for s in chart.states) or any(
+    """A parallel or map state is somewhere in `chart` or its sub-charts."""
+    return any(s.kind in ("parallel", "map") for s in chart.states) or any(
         _holds_parallel(c) for c in chart.children.values()
     )
 
@@ -273,7 +331,7 @@ def _check_edges(chart: Chart, names: set[str]) -> None:
                 f"sub-chart's terminals; map them with exits= instead of an edge (only an "
                 f"after= edge may interrupt it)"
             )
-        if src.kind == "parallel" and e.after is None:
+        if src.kind in ("parallel", "map") and e.after is None:
             raise ChartError(
                 f"chart '{chart.name}', edge {e.label}: a parallel state leaves once its "
                 "regions joined, by exits={'done': ...} (or on_region_failure=); only an "
@@ -318,7 +376,7 @@ def exit_graph(chart: Chart) -> dict[str, set[str]]:
         if s.kind == "chart":
             graph[s.name].update(s.exits.values())
             graph[s.name].add(s.exits.get(EXHAUSTED, s.on_exhausted))
-        if s.kind == "parallel":
+        if s.kind in ("parallel", "map"):
             graph[s.name].update((*s.exits.values(), s.on_region_failure))
             if s.budget is not None:
                 graph[s.name].add(s.on_exhausted)
@@ -363,7 +421,7 @@ def _check_cycles(chart: Chart) -> None:
         if e.max_traversals is None and e.source in graph and e.target in graph:
             graph[e.source].append(e.target)
     for s in chart.states:
-        if s.kind in ("chart", "parallel") and s.name in graph:
+        if s.kind in ("chart", "parallel", "map") and s.name in graph:
             for t in set(s.exits.values()):
                 if t in graph:
                     graph[s.name].append(t)

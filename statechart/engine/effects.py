@@ -178,7 +178,7 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
     node = compiled_chart.nodes[leaf]
     state = node.state
     assert state is not None, leaf
-    if state.kind == "parallel":
+    if state.kind in ("parallel", "map"):
         found = joined(compiled_chart, leaf, run.regions)
         return Join(*found) if found is not None else Regions()
     if state.kind == "code":

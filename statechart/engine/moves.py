@@ -16,7 +16,7 @@ from statechart.chart.chart import Facts
 from statechart.engine.calls import doubt_after, track
 from statechart.engine.history import applied
 from statechart.engine.reasons import NOT_EXECUTED
-from statechart.engine.regions import closing, moved, widened
+from statechart.engine.regions import closing, fanned, moved, widened
 from statechart.engine.scopes import context_at, crossed, crossing, patched, ported_on, typed
 from statechart.engine.tables import CompiledChart, Move, Transition, go
 from statechart.errors import PortError, validation_problems
@@ -94,7 +94,7 @@ def try_move(
             )
         except PortError as exc:
             return str(exc)
-        return replace(move, ports=ports)
+        return fanned(compiled_chart, replace(move, ports=ports), ports[1])
     return move
 
 
@@ -199,7 +199,7 @@ def commit(
     visit_key = run.visit.seq if run.visit is not None else None
     if move is not None:
         if move.crosses:
-            _cross(compiled_chart, run, move, update, fields)
+            move = fanned(compiled_chart, move, _cross(compiled_chart, run, move, update, fields))
         _entering(run, move, seq, update)
         if move.regions or run.regions:
             moved(compiled_chart, run, move.leaf, move.regions, seq, update)
@@ -246,10 +246,11 @@ def _cross(
     move: Move,
     update: dict[str, Any],
     fields: dict[str, Any],
-) -> None:
+) -> dict[str, Any]:
     """Hand contexts across the ported sub-chart borders `move` crosses, into `update`, and
-    record what crossed in the event `fields`. A mapping that fails is recorded as the
-    event's error: its output is not written; a sub-chart it enters starts empty."""
+    record what crossed in the event `fields`; the contexts it starts. A mapping that fails
+    is recorded as the event's error: its output is not written; a sub-chart it enters
+    starts empty (a map state's instances do not start)."""
     context = update.get("context", run.context)
     contexts = update.get("contexts", run.contexts)
     try:
@@ -257,13 +258,18 @@ def _cross(
     except PortError as exc:
         fields["error"] = "; ".join(x for x in (fields.get("error"), f"PortError: {exc}") if x)
         outputs = {}
-        inputs = {p: {} for p in ported_on(compiled_chart, move.entered)}
+        inputs = {
+            p: {}
+            for p in ported_on(compiled_chart, move.entered)
+            if p not in compiled_chart.maps and p.rsplit(".", 1)[0] not in compiled_chart.maps
+        }
     context, contexts = crossed(compiled_chart, context, contexts, move.exited, outputs, inputs)
     update["context"], update["contexts"] = context, contexts
     if outputs:
         fields["outputs"] = outputs
     if inputs:
         fields["inputs"] = inputs
+    return inputs
 
 
 def _entering(run: Run, move: Move, seq: int, out: dict[str, Any]) -> None:

@@ -100,7 +100,9 @@ def joined(
     """The trigger that leaves parallel state `parallel` now and why (a region failed:
     `region_failed`; the regions joined: `join`), or None while they run on."""
     state = compiled_chart.nodes[parallel].state
-    assert state is not None and state.kind == "parallel", parallel
+    assert state is not None and state.kind in ("parallel", "map"), parallel
+    if not regions:  # a map over an empty list
+        return JOIN, "no items to map over"
     ended = [(p, r.state) for p, r in regions.items() if r.status == "ended"]
     live = [f"'{p}' at '{r.state}'" for p, r in regions.items() if r.status != "ended"]
     cancelled = f"; cancelled: {', '.join(live)}" if live else ""
@@ -144,6 +146,8 @@ def starts_of(
     move's `entered` (replay)."""
     out = []
     for path in compiled_chart.parallels.get(leaf, ()):
+        if path not in entered_paths:
+            continue  # a map's instance with no item
         inside = [p for p in entered_paths if p.startswith(path + ".")]
         out.append((path, inside[-1] if inside else path))
     return tuple(out)
@@ -201,6 +205,28 @@ def widened(compiled_chart: CompiledChart, run: Run, move: Move) -> Move:
         exited=(*order, *move.exited),
         through=(*through, *move.through),
         crosses=crosses,
+    )
+
+
+def fanned(compiled_chart: CompiledChart, move: Move, inputs: dict[str, Any]) -> Move:
+    """`move` into a map state, starting only the instances that have an item (those
+    `inputs` fills): the others are neither entered nor started."""
+    dropped = [
+        path
+        for path, _ in move.regions
+        if path.rsplit(".", 1)[0] in compiled_chart.maps and path not in inputs
+    ]
+    if not dropped:
+        return move
+
+    def kept(p: str) -> bool:
+        return not any(p == d or p.startswith(d + ".") for d in dropped)
+
+    return dc_replace(
+        move,
+        entered=tuple(p for p in move.entered if kept(p)),
+        counted=tuple(p for p in move.counted if kept(p)),
+        regions=tuple(r for r in move.regions if kept(r[0])),
     )
 
 

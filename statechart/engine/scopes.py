@@ -45,7 +45,8 @@ def ported_on(compiled_chart: CompiledChart, paths: tuple[str, ...]) -> list[str
     """The ported chart states among `paths`, in their order."""
     if len(compiled_chart.scopes) == 1:
         return []
-    return [p for p in paths if p in compiled_chart.scopes and p]
+    maps = compiled_chart.maps
+    return [p for p in paths if (p in compiled_chart.scopes or p in maps) and p]
 
 
 def crossing(
@@ -57,10 +58,15 @@ def crossing(
     input or output does not fit its type."""
     outputs: dict[str, dict[str, Any]] = {}
     inputs: dict[str, dict[str, Any]] = {}
+    before = contexts
     for path in ported_on(compiled_chart, move.exited):
         state = compiled_chart.nodes[path].state
         assert state is not None
-        if state.output is not None:
+        if path in compiled_chart.maps:
+            around = compiled_chart.nodes[path].scope
+            whole = context if not around else contexts[around]
+            outputs[path] = _gathered(compiled_chart, path, before, whole)
+        elif state.output is not None:
             around = compiled_chart.nodes[path].scope
             outputs[path] = _output(
                 compiled_chart,
@@ -75,9 +81,17 @@ def crossing(
         state = compiled_chart.nodes[path].state
         assert state is not None
         around = compiled_chart.nodes[path].scope
-        inputs[path] = _input(
-            compiled_chart, path, state, context if not around else contexts[around]
-        )
+        whole = context if not around else contexts[around]
+        host = path.rsplit(".", 1)[0]
+        if path in compiled_chart.maps:
+            continue
+        if host in compiled_chart.maps:
+            found = _instance(compiled_chart, host, path, whole)
+            if found is None:
+                continue  # no item for this instance: it does not start
+            inputs[path] = found
+        else:
+            inputs[path] = _input(compiled_chart, path, state, whole)
         contexts = {**contexts, path: inputs[path]}
     return outputs, inputs
 
@@ -117,7 +131,14 @@ def entered_at_start(
         if state is not None and state.ported:
             around = compiled_chart.nodes[path].scope
             whole = context if not around else contexts[around]
-            contexts[path] = _input(compiled_chart, path, state, whole)
+            host = path.rsplit(".", 1)[0]
+            if host in compiled_chart.maps:
+                found = _instance(compiled_chart, host, path, whole)
+                if found is None:
+                    return contexts  # no item for this instance: it does not start
+                contexts[path] = found
+            else:
+                contexts[path] = _input(compiled_chart, path, state, whole)
     return contexts
 
 
@@ -187,6 +208,72 @@ def _output(
     except Exception as exc:
         raise PortError(
             f"the output function of sub-chart state '{path}' raised {type(exc).__name__}: {exc}"
+        ) from None
+    return merged.model_dump(mode="json", include=set(patch))
+
+
+def _instance(
+    compiled_chart: CompiledChart, host: str, path: str, around: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The first context of map instance `path`: its item of the list (None when the list
+    is shorter), and what `input=` fills from the context around."""
+    s = compiled_chart.maps[host]
+    assert s.over is not None and s.item is not None
+    items = around.get(s.over)
+    items = [] if items is None else items
+    if not isinstance(items, list):
+        raise PortError(
+            f"map state '{host}' runs over '{s.over}', which holds "
+            f"{type(items).__name__}, not a list"
+        )
+    if len(items) > s.max_items:
+        raise PortError(
+            f"map state '{host}' takes at most max_items={s.max_items} items; '{s.over}' "
+            f"holds {len(items)}: raise max_items or split the list"
+        )
+    index = int(path.rsplit(".", 1)[1])
+    if index >= len(items):
+        return None
+    child_t = compiled_chart.scopes[path]
+    parent_t = compiled_chart.nodes[host].chart.context
+    try:
+        if callable(s.input):
+            made = s.input(typed(parent_t, around))
+            base = made.model_dump() if isinstance(made, BaseModel) else dict(made or {})
+        else:
+            base = {c: around.get(p) for c, p in (s.input or {}).items()}
+        value = child_t.model_validate({**base, s.item: items[index]})
+    except ValidationError as exc:
+        raise PortError(
+            f"item {index} of '{s.over}' does not fit {child_t.__name__} (map state "
+            f"'{host}'): {validation_problems(exc)}"
+        ) from None
+    except Exception as exc:
+        raise PortError(
+            f"the input function of map state '{host}' raised {type(exc).__name__}: {exc}"
+        ) from None
+    return value.model_dump(mode="json")
+
+
+def _gathered(
+    compiled_chart: CompiledChart,
+    path: str,
+    contexts: dict[str, Any],
+    around: dict[str, Any],
+) -> dict[str, Any]:
+    """What map state `path` writes back on leaving: each `output` field a list of the
+    instances' values, in item order (None for an instance that had none)."""
+    s = compiled_chart.maps[path]
+    done = [contexts[p] for p in compiled_chart.parallels[path] if p in contexts]
+    gather = s.output if isinstance(s.output, Mapping) else {}
+    patch = {parent: [c.get(child) for c in done] for parent, child in gather.items()}
+    parent_t = compiled_chart.scopes[compiled_chart.nodes[path].scope]
+    try:
+        merged = parent_t.model_validate({**around, **patch})
+    except ValidationError as exc:
+        raise PortError(
+            f"the gathered output of map state '{path}' does not fit {parent_t.__name__}: "
+            f"{validation_problems(exc)}"
         ) from None
     return merged.model_dump(mode="json", include=set(patch))
 

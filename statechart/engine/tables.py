@@ -77,6 +77,8 @@ class CompiledChart:
         """The parallel states (by path) -> their regions' paths, in order."""
         self.region_charts: dict[str, Chart] = {}
         """The sub-chart of every region, by the region's path."""
+        self.maps: dict[str, State] = {}
+        """The map states (by path): their regions are the instances, one per item."""
         self._tree = self._walk(chart, "", "")
         self.nodes[CANCELLED] = Node(CANCELLED, State(CANCELLED, kind="terminal"), chart, "")
         self._tree.append(CANCELLED)
@@ -147,7 +149,9 @@ class CompiledChart:
                         self.transitions.append(
                             Transition(EXIT, f"{path}.{term.name}", prefix + target)
                         )
-            elif s.kind == "parallel":
+            elif s.kind in ("parallel", "map"):
+                if s.kind == "map":
+                    self.maps[path] = s
                 tree.append({"name": s.name, "children": self._regions(chart, path, s, scope)})
                 self.transitions.append(Transition(JOIN, path, prefix + s.exits["done"]))
                 self.transitions.append(

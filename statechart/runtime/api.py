@@ -93,6 +93,11 @@ async def start(
     ctx = chart.context.model_validate(dict(context or {})).model_dump(mode="json")
     leaf = compiled_chart.initial_leaf
     starts = tuple((r, compiled_chart.descend(r)) for r in compiled_chart.parallels.get(leaf, ()))
+    contexts = entered_at_start(compiled_chart, ctx, leaf)
+    for _, start_leaf in starts:
+        contexts.update(entered_at_start(compiled_chart, ctx, start_leaf))
+    if leaf in compiled_chart.maps:  # a map starts an instance per item
+        starts = tuple((r, at) for r, at in starts if r in contexts)
     entered = [
         p
         for at in (leaf, *(start for _, start in starts))
@@ -100,9 +105,6 @@ async def start(
         if compiled_chart.nodes[p].state is not None
     ]
     entered = list(dict.fromkeys(entered))
-    contexts = entered_at_start(compiled_chart, ctx, leaf)
-    for _, start_leaf in starts:
-        contexts.update(entered_at_start(compiled_chart, ctx, start_leaf))
     owner, state = compiled_chart.owner_state(leaf)
     await store.save_chart(chart.version, chart.describe(), source_of(chart))
     trace, span = tracing.run_trace_context(chart.name, run_id)

@@ -124,6 +124,12 @@ class Phase:
     scope: anyio.CancelScope | None = None
     blocked: str | None = None
     """`level:kind` of a level around the parallel state a region found spent."""
+    width: int | None = None
+    """A map's `max_concurrency`: regions stepping at once (None: all)."""
+    queue: list[str] = field(default_factory=list)
+    """Regions not yet let in, in order."""
+    active: int = 0
+    """Regions let in and not yet stopped."""
     mark: float = field(default_factory=time.monotonic)
     """When wall time was last charged: concurrent calls charge the time that passed
     once, to the step stored next."""
@@ -144,11 +150,14 @@ class Phase:
         """Drive every region that can go on until none can; the steps stored."""
         d = self.drive
         assert d.run is not None
+        state = d.compiled_chart.maps.get(d.run.state)
+        self.width = state.max_concurrency if state is not None else None
+        live = [p for p, r in d.run.regions.items() if r.status in ("running", "sleeping")]
+        self.queue = list(live)
         async with anyio.create_task_group() as tg:
             self.scope = tg.cancel_scope
-            for path, region in d.run.regions.items():
-                if region.status in ("running", "sleeping"):
-                    tg.start_soon(self.region, path)
+            for path in live:
+                tg.start_soon(self.limited, path)
         d.in_flight = False
         return self.records
 
@@ -170,6 +179,25 @@ class Phase:
         """The run must move on itself: the regions joined, or one failed."""
         regions = run.regions
         return not regions or joined(self.drive.compiled_chart, run.state, regions) is not None
+
+    async def limited(self, path: str) -> None:
+        """Step region `path` once a map's `max_concurrency` allows, in item order."""
+        if self.width is None:
+            await self.region(path)
+            return
+        async with self.lock:
+            while self.queue[0] != path or self.active >= self.width:
+                await self.lock.wait()
+            self.queue.pop(0)
+            self.active += 1
+            self.lock.notify_all()
+        try:
+            await self.region(path)
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self.lock:
+                    self.active -= 1
+                    self.lock.notify_all()
 
     async def region(self, path: str) -> None:
         """Step region `path` until it cannot go on."""
