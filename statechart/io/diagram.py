@@ -50,7 +50,8 @@ def mermaid(chart: Chart, run: Run | None = None, events: Sequence[Event] = ()) 
         lines.append("  classDef implicit stroke-dasharray:4 4")
         lines.append(f"  class {','.join(implicit)} implicit")
     if run is not None:
-        active = [_id(p) for p in _active(chart, run.state)]
+        leaves = [run.state, *(_template(chart, r.state) for r in run.regions.values())]
+        active = list(dict.fromkeys(_id(p) for leaf in leaves for p in _active(chart, leaf)))
         lines.append("  classDef current fill:#fde68a,stroke:#b45309,stroke-width:2px")
         if active:
             lines.append(f"  class {','.join(active)} current")
@@ -114,6 +115,7 @@ def _chart(
         | set(routed.values())
         | ({chart.on_exhausted} - {ESCALATED} if not prefix else set())
         | {t for s in chart.states for t in (*s.exits.values(), s.on_approve, s.on_reject) if t}
+        | {s.on_region_failure for s in chart.states if s.regions}
     )
     drawn: set[tuple[str, str]] = set()
 
@@ -146,6 +148,14 @@ def _chart(
             for term, target in sorted(s.exits.items()):
                 n = taken.exits[f"{path}->{prefix + target}", term == EXHAUSTED]
                 edge(path, prefix + target, f"exit {term}{_times(n)}")
+        elif s.kind in ("parallel", "map"):
+            _regions(lines, chart, s, path, depth, taken, visited, implicit)
+            n = taken.routes[f"{path}->{prefix + s.exits['done']}", False]
+            edge(path, prefix + s.exits["done"], f"join {s.join}{_times(n)}")
+            failure = prefix + s.on_region_failure
+            if s.on_region_failure != ESCALATED or taken.routes[f"{path}->{failure}", False]:
+                n = taken.routes[f"{path}->{failure}", False]
+                edge(path, failure, f"region failed{_times(n)}")
         else:
             kind = "" if s.kind in ("model", "terminal") else f" ({s.kind})"
             lines.append(f'{pad}state "{s.name}{kind}" as {sid}')
@@ -181,6 +191,37 @@ def _chart(
             edge(source, target, f"{'exhausted' if forced else 'escalated'}{_times(n)}")
 
 
+def _regions(
+    lines: list[str],
+    chart: Chart,
+    s: State,
+    path: str,
+    depth: int,
+    taken: _Taken,
+    visited: set[str],
+    implicit: list[str],
+) -> None:
+    """A parallel state as Mermaid draws concurrent states: its regions side by side,
+    split by `--`; a map state as its one sub-chart, run for each item."""
+    pad = "  " * depth
+    if s.kind == "map":
+        width = "all" if s.max_concurrency is None else str(s.max_concurrency)
+        label = f"{s.name} (map over {s.over}, {width} at once)"
+    else:
+        label = f"{s.name} (parallel)"
+    lines.append(f'{pad}state "{label}" as {_id(path)} {{')
+    for i, r in enumerate(s.regions if s.kind == "parallel" else s.regions[:1]):
+        if i:
+            lines.append(f"{pad}  --")
+        at = f"{path}.{r.name}"
+        name = r.name if s.kind == "parallel" else f"each {s.item}"
+        lines.append(f'{pad}  state "{name}" as {_id(at)} {{')
+        child = chart.children[f"{s.name}.{r.name}"]
+        _chart(lines, child, at + ".", depth + 2, taken, visited, implicit)
+        lines.append(f"{pad}  }}")
+    lines.append(f"{pad}}}")
+
+
 def _parent(path: str) -> str:
     return path.rsplit(".", 1)[0] if "." in path else ""
 
@@ -197,6 +238,16 @@ def _active(chart: Chart, leaf: str) -> list[str]:
     """The user states containing `leaf` (its `.think`/`.act` parts are not drawn)."""
     compiled_chart = compiled(chart)
     return [p for p in compiled_chart.ancestors(leaf) if compiled_chart.nodes[p].state is not None]
+
+
+def _template(chart: Chart, leaf: str) -> str:
+    """`leaf` in a map instance as the drawing shows it: on instance 0 (the one drawn)."""
+    maps = compiled(chart).maps
+    for host in maps:
+        if leaf.startswith(host + "."):
+            head, _, rest = leaf[len(host) + 1 :].partition(".")
+            return f"{host}.0" + (f".{rest}" if rest else "") if head.isdigit() else leaf
+    return leaf
 
 
 _ESCAPES = {".": "__", "-": "_d_", "_": "_u_"}

@@ -222,3 +222,37 @@ def test_a_self_loop_goes_round_a_choice_point_so_it_is_drawn_full_size() -> Non
     assert "  s_work --> s_work_loop : max 2" in drawn
     assert "  s_work_loop --> s_work" in drawn
     assert not [line for line in drawn if line.strip().startswith("s_work --> s_work ")]
+
+
+def test_a_parallel_state_is_drawn_with_its_regions_side_by_side() -> None:
+    """Regions as Mermaid draws concurrent states (split by `--`), the join and the failure
+    route drawn; a run in it marks each region's active state."""
+    import anyio
+
+    from statechart import MemoryStore, start
+    from tests.support.parallel import desk, policy
+
+    chart = desk(names=("web", "papers", "people"))
+    text = mermaid(chart)
+    assert bad_ids(text) == [], text
+    body = text.split('state "gather (parallel)" as s_gather {', 1)[1]
+    assert body.count("\n    --\n") == 2  # three regions, two separators
+    assert 'state "web" as s_gather__web {' in body
+    assert "s_gather --> s_write : join all" in text
+    assert "s_gather --> s_failed : region failed" in text
+    run = anyio.run(lambda: start(chart, store=MemoryStore(), model=policy()))
+    marked = mermaid(chart, run).splitlines()[-1]
+    for region in ("web", "papers", "people"):
+        assert f"s_gather__{region}__search" in marked
+    assert "s_gather," in marked + ","
+
+
+def test_a_map_state_is_drawn_as_its_sub_chart_run_for_each_item() -> None:
+    from tests.engine.test_map import desk as map_desk
+
+    text = mermaid(map_desk(concurrency=3))
+    assert bad_ids(text) == [], text
+    assert 'state "review (map over documents, 3 at once)" as s_review {' in text
+    assert 'state "each document" as s_review__0 {' in text
+    assert "s_review__1" not in text  # one instance drawn for all
+    assert "s_review --> s_done : join all" in text
