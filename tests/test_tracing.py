@@ -1424,3 +1424,34 @@ def test_the_budget_that_binds_is_the_outermost_on_a_tie_even_when_both_overshot
             left,
             binds,
         ), (root, explore)
+
+
+def test_regions_are_sibling_spans_under_the_parallel_state(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """Three regions: a state span each, all children of the parallel state's span; every
+    region transition (the ones the engine makes without a call too) has its one span,
+    under its own region's state spans."""
+    out = proc(receiver, tmp_path / "runs.db", "parallel")
+    events = out["runs"]["parallel"]["events"]
+    spans = received(receiver, 26)
+    one_span_per_transition(spans, events)
+    by_id = {s.span_id: s for s in spans}
+    (gather,) = named(spans, "state gather")
+    regions = [s for s in spans if s.parent_span_id == gather.span_id]
+    assert sorted(s.name for s in regions) == [  # and the join, the state's own transition
+        "state gather.papers",
+        "state gather.people",
+        "state gather.web",
+        "transition gather -> write.think",
+    ]
+    for e in events:
+        if not e["source"].startswith("gather."):
+            continue
+        region = ".".join(e["source"].split(".")[:2])
+        span = by_id[e["span"]]
+        chain = []
+        while span.parent_span_id in by_id:
+            span = by_id[span.parent_span_id]
+            chain.append(span.name)
+        assert chain[:3] == [f"state {region}.search", f"state {region}", "state gather"], e

@@ -249,14 +249,14 @@ class Phase:
                     with anyio.move_on_after(wake - now):
                         await self.lock.wait()  # a step elsewhere may change the run
                     continue
-                await self._store(path, woken(d.compiled_chart, view, now))
+                await self._store(path, d._made(view, woken(d.compiled_chart, view, now)))
                 continue
             if region.status != "running":
                 return None, view
             if view.timers and view.wake is not None and view.wake <= now:
                 fired = due_timer(d.compiled_chart, view, now)
                 if fired is not None:
-                    await self._store(path, fired)
+                    await self._store(path, d._made(view, fired))
                     continue
             ledger = self.ledger(run, path)
             planned = project(run, path, ledger) if ledger is not None else view
@@ -272,7 +272,7 @@ class Phase:
             if isinstance(effect, _IO):
                 return effect, planned
             record = advance(d.compiled_chart, view, effect, None, now=now, wall_ms=self.wall())
-            await self._store(path, record)
+            await self._store(path, d._made(view, record))  # its span, when traced
 
     async def _serial(self, path: str, view: Run, session: Session) -> None:
         """One step of the region with the lock held: traced or observed as one."""

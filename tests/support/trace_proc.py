@@ -17,6 +17,7 @@ Scenarios (run ids are fixed, so later processes find the run):
 - ``streamed``: the same run watched (`on=`): the model's replies stream.
 - ``errors``: a failing tool (run "tool"), a failing model ("model"), a failing code-state
   handler ("handler").
+- ``parallel``: the three-region desk of tests/support/parallel.py, run to done.
 - ``rebuilt``: a fresh one-state chart per run (runs "b5", "b6", ...: `max_steps` is the
   number), each dropped after its run, until a new chart's root budget level lands at the
   address of a dropped one (as in a server that builds its chart per request).
@@ -303,6 +304,12 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
             "model": await go(desk(5), store, FunctionModel(timing_out, spec=SPEC), "model"),
             "handler": await go(coded(), store, scripted(), "handler"),
         }
+    if name == "parallel":
+        from tests.support.parallel import desk as three_regions
+        from tests.support.parallel import policy
+
+        chart = three_regions(names=("web", "papers", "people"))
+        return {"parallel": await go(chart, store, policy(lookups=1), "parallel")}
     raise SystemExit(f"unknown scenario {name!r}")
 
 
