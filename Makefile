@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads bench-streaming clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads bench-streaming bench-regions clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -57,6 +57,9 @@ bench-threads: $(BIN)/python   # about a minute; a def tool in a worker thread v
 
 bench-streaming: $(BIN)/python   # about 5 minutes, needs valgrind; framework cost per streamed chunk
 	$(BIN)/python benchmarks/streaming.py
+
+bench-regions: $(BIN)/python   # about a minute; a parallel state's cost per transition
+	$(BIN)/python benchmarks/regions.py
 
 bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
 	$(BIN)/python benchmarks/event_table.py

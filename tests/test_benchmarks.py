@@ -100,3 +100,9 @@ def test_streaming_benchmark_runs_small_and_times_every_kind(tmp_path: Path) -> 
     assert set(report["native_seconds"]) == {"watched", "called", "unwatched", "model"}
     assert all(seconds > 0 for seconds in report["native_seconds"].values())
     assert "framework_instructions_per_chunk" not in report  # no callgrind asked for
+
+
+def test_regions_benchmark_runs_small_and_both_charts_make_the_same_calls(tmp_path: Path) -> None:
+    result = benchmark("regions.py", "--calls", "5", "--rounds", "1", out=tmp_path / "r.json")
+    assert result["transitions"] == {"sequential": 32, "parallel": 37}  # + entry, 3 ends, join
+    assert set(result["ratio_parallel_to_sequential"]) == {"memory", "sqlite"}

@@ -116,7 +116,12 @@ class Phase:
     """One stretch of a drive in a parallel state: its regions' tasks and what they share."""
 
     drive: _Drive
-    lock: anyio.Condition = field(default_factory=anyio.Condition)
+    lock: anyio.Condition = field(
+        default_factory=lambda: anyio.Condition(anyio.Lock(fast_acquire=True))
+    )
+    """Held to plan, advance and store a step (an uncontended acquire does not yield)."""
+    waiting: int = 0
+    """Regions waiting on `lock` for a change: told only when there are some."""
     reserved: dict[str, tuple[str, Spent]] = field(default_factory=dict)
     """Region -> (leaf, reservation) of its call in flight."""
     records: list[Step] = field(default_factory=list)
@@ -178,7 +183,22 @@ class Phase:
     def done(self, run: Run) -> bool:
         """The run must move on itself: the regions joined, or one failed."""
         regions = run.regions
+        if regions and not any(r.status == "ended" for r in regions.values()):
+            return False  # nothing ended: nothing to join (the common case, made cheap)
         return not regions or joined(self.drive.compiled_chart, run.state, regions) is not None
+
+    async def wait(self) -> None:
+        """Wait (holding `lock`) until another region's step changes the run."""
+        self.waiting += 1
+        try:
+            await self.lock.wait()
+        finally:
+            self.waiting -= 1
+
+    def notify(self) -> None:
+        """Tell the waiting regions that the run changed."""
+        if self.waiting:
+            self.lock.notify_all()
 
     async def limited(self, path: str) -> None:
         """Step region `path` once a map's `max_concurrency` allows, in item order."""
@@ -187,17 +207,17 @@ class Phase:
             return
         async with self.lock:
             while self.queue[0] != path or self.active >= self.width:
-                await self.lock.wait()
+                await self.wait()
             self.queue.pop(0)
             self.active += 1
-            self.lock.notify_all()
+            self.notify()
         try:
             await self.region(path)
         finally:
             with anyio.CancelScope(shield=True):
                 async with self.lock:
                     self.active -= 1
-                    self.lock.notify_all()
+                    self.notify()
 
     async def region(self, path: str) -> None:
         """Step region `path` until it cannot go on."""
@@ -247,7 +267,7 @@ class Phase:
                     return None, view
                 if wake > now:
                     with anyio.move_on_after(wake - now):
-                        await self.lock.wait()  # a step elsewhere may change the run
+                        await self.wait()  # a step elsewhere may change the run
                     continue
                 await self._store(path, d._made(view, woken(d.compiled_chart, view, now)))
                 continue
@@ -263,7 +283,7 @@ class Phase:
             effect = plan(d.compiled_chart, planned, session)
             if isinstance(effect, Exhaust) and outside(effect.which, path):
                 if ledger is not None:  # others' calls may settle it either way: wait
-                    await self.lock.wait()
+                    await self.wait()
                     continue
                 self.blocked = effect.which
                 return None, view  # the run routes itself out of the parallel state
@@ -302,4 +322,4 @@ class Phase:
         self.records.append(stored)
         if self.done(stored.run):
             self.scope.cancel()  # the others' calls in flight are dropped: the run moves on
-        self.lock.notify_all()
+        self.notify()
