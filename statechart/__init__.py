@@ -56,7 +56,7 @@ from statechart.models import (
 from statechart.records.codec import to_dict
 from statechart.records.live import CallStarted, LiveEvent, Progress, RunEnded, RunWaiting, Token
 from statechart.records.record import Record
-from statechart.records.run import Event, QueuedCall, Run, Step, Visit
+from statechart.records.run import Event, QueuedCall, Region, Run, Step, Visit
 from statechart.records.spent import Spent
 from statechart.records.summary import RunPage, RunSummary
 from statechart.runtime.api import (
@@ -117,6 +117,7 @@ __all__ = [
     "Progress",
     "QueuedCall",
     "Record",
+    "Region",
     "Reply",
     "Request",
     "Retry",

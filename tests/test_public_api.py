@@ -39,6 +39,7 @@ PUBLIC = [
     "NoTerminalStateError",
     "NotWaitingError",
     "QueuedCall",
+    "Region",
     "Reply",
     "Request",
     "Run",
