@@ -180,13 +180,62 @@ async def lineage_events(store: Store, run: Run) -> list[Event]:
 
 async def read_store(store: Store, *, chart: str | None = None) -> list[Trace]:
     """The tool calls of every run in a store (of one chart, if named), oldest first; a fork
-    includes the calls it inherited."""
+    includes the calls it inherited. The regions of a parallel or map state are traces of
+    their own, named `RUN_ID:REGION` after their run's (their calls interleave by how the
+    driver scheduled them, which says nothing of the agent's behaviour)."""
     runs = sorted(await store.runs(chart=chart), key=lambda r: (r.created_at, r.run_id))
-    return [
-        Trace(
+    out: list[Trace] = []
+    for r in runs:
+        events = await lineage_events(store, r)
+        out += split_regions(
             r.run_id,
-            tuple(calls_of(await lineage_events(store, r))),
+            tuple(calls_of(events)),
             tuple(sorted(r.visits.items())),
+            regions_of(r, events),
         )
-        for r in runs
+    return out
+
+
+def regions_of(run: Run, events: Sequence[Event]) -> list[str]:
+    """The region paths a run went through: a move made by a parallel state itself (its
+    join, a failed region, a route) exits the state's regions, which lie below its source;
+    a move from a leaf never exits anything below it."""
+    found = dict.fromkeys(run.regions)
+    for e in events:
+        below = e.source + "."
+        for p in e.exited:
+            if p.startswith(below) and "." not in p[len(below) :]:
+                found[p] = None
+    return list(found)
+
+
+def split_regions(
+    run_id: str,
+    calls: tuple[Call, ...],
+    visits: tuple[tuple[str, int], ...],
+    regions: Sequence[str],
+) -> list[Trace]:
+    """The run's trace without its regions' calls, then one trace per region."""
+
+    def inside(path: str | None, region: str) -> bool:
+        return path is not None and (path == region or path.startswith(region + "."))
+
+    def own(path: str | None) -> bool:
+        return not any(inside(path, r) for r in regions)
+
+    out = [
+        Trace(
+            run_id,
+            tuple(c for c in calls if own(c.state)),
+            tuple(v for v in visits if own(v[0])),
+        )
     ]
+    for region in regions:
+        out.append(
+            Trace(
+                f"{run_id}:{region}",
+                tuple(c for c in calls if inside(c.state, region)),
+                tuple(v for v in visits if inside(v[0], region)),
+            )
+        )
+    return out

@@ -546,3 +546,34 @@ def test_synthetic_traces_with_few_runs_is_not_an_obscure_crash() -> None:
         assert "runs" in str(exc) or "repeated" in str(exc), str(exc)
     else:
         assert len(week.traces) == 20
+
+
+def test_each_region_of_a_parallel_run_is_mined_as_a_trace_of_its_own() -> None:
+    """Three regions' lookups interleave in the log as the driver scheduled them; mined,
+    each region is its own trace (no transition from one region's call to another's),
+    and the run's own trace keeps what it did outside them."""
+    from tests.support.parallel import desk, policy
+
+    chart = desk(names=("web", "papers", "people"))
+
+    async def go() -> list[Trace]:
+        store = sc.MemoryStore()
+        model = policy(lookups=2)
+        run = await sc.start(chart, store=store, model=model)
+        await sc.run_to_end(chart, run, store=store, model=model)
+        return await read_store(store)
+
+    traces = anyio.run(go)
+    run_id = traces[0].run_id
+    assert [t.run_id for t in traces] == [
+        run_id,
+        *(f"{run_id}:gather.{r}" for r in ("web", "papers", "people")),
+    ]
+    assert traces[0].calls == ()
+    for t in traces[1:]:
+        region = t.run_id.split(":")[1]
+        assert [c.label for c in t.calls] == ["lookup:ok", "lookup:ok"]
+        assert {c.state for c in t.calls} == {f"{region}.search"}
+        assert dict(t.visits) == {region: 1, f"{region}.search": 1, f"{region}.found": 1}
+    mined = mine(traces[1:])
+    assert mined.counts["lookup:ok"] == {"lookup:ok": 3, "END": 3}
