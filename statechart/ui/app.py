@@ -39,7 +39,7 @@ from statechart.engine.timers import clock_time
 from statechart.errors import RunNotFoundError, StatechartError
 from statechart.records.run import Status
 from statechart.runtime.decisions import approve, cancel, reject
-from statechart.runtime.lineage import fork, transcript_of
+from statechart.runtime.lineage import fork, region_transcript, transcript_of
 from statechart.runtime.relay import listening
 from statechart.store.base import Store
 from statechart.store.postgres import PostgresStore
@@ -219,7 +219,12 @@ def create_app(
         run_id, visit = request.path_params["run_id"], int(request.path_params["visit"])
         try:
             run = (await store.load(run_id)).snapshot
-            messages = await transcript_of(store, run, visit)
+            region = request.query_params.get("region")
+            messages = (
+                await region_transcript(store, run, visit, region)
+                if region
+                else await transcript_of(store, run, visit)
+            )
         except (RunNotFoundError, OverflowError) as exc:
             return page("missing.html", code=404, message=str(exc))
         return page("transcript.html", messages=messages)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from statechart.errors import StatechartError
 from statechart.io import audit
 from statechart.io.diagram import mermaid
 from statechart.io.loading import load_trusted
+from statechart.mining.traces import regions_of
 from statechart.records.run import Event, Intent, Run
 from statechart.records.spent import spent_of
 from statechart.runtime.current import current
@@ -137,11 +139,13 @@ RETRY_SECONDS = 5.0
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def event_rows(events: list[Event]) -> list[dict[str, Any]]:
-    """The timeline's rows, each with its whole event as JSON to open."""
+def event_rows(events: list[Event], regions: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The timeline's rows, each with its whole event as JSON to open and the region of a
+    parallel state it is a step of (None for the run's own steps)."""
     rows = audit.timeline(events)
     for row, event in zip(rows, events, strict=True):
         row["detail"] = pretty(msgspec.to_builtins(event))
+        row["region"] = next((r for r in regions if event.source.startswith(r + ".")), None)
     return rows
 
 
@@ -151,6 +155,8 @@ class RunPageData:
 
     run: Run
     events: list[dict[str, Any]]
+    regions: dict[str, list[dict[str, Any]]]
+    """Each region of a parallel or map state the run went through -> its steps' rows."""
     chart: Chart | None
     why_no_chart: str | None
     diagram: str | None
@@ -158,7 +164,8 @@ class RunPageData:
     intents: list[dict[str, Any]]
     forks: list[str]
     more_forks: int
-    visits: list[tuple[int, str]]
+    visits: list[tuple[tuple[int, str], str]]
+    """((visit, region or ""), state) of every visit with a transcript."""
     pending: dict[str, Any] | None
     trace_link: str | None
     badge: str = "running"
@@ -180,9 +187,13 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
     events = await store.events(run_id)
     children = await store.page(parent=run_id, limit=100)
     forks = [s.run_id for s in children.rows]
+    regions = regions_of(run, events)
+    rows = event_rows(events, regions)
     visits = sorted(
         {
-            e.visit: e.source.rsplit(".", 1)[0] for e in events if e.visit is not None and e.delta
+            (e.visit, row["region"] or ""): e.source.rsplit(".", 1)[0]
+            for e, row in zip(events, rows, strict=True)
+            if e.visit is not None and e.delta
         }.items()
     )
     pending = None
@@ -195,7 +206,8 @@ async def run_page(store: Store, charts: Charts, run_id: str, trace_url: str | N
         trace_link = trace_url.replace("{trace_id}", parts[1])
     return RunPageData(
         run=run,
-        events=event_rows(events),
+        events=rows,
+        regions={r: [row for row in rows if row["region"] == r] for r in regions},
         chart=chart,
         why_no_chart=why,
         diagram=mermaid(chart, run, events) if chart is not None else None,

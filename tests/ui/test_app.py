@@ -166,6 +166,9 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
     agents = cwd / "agents"  # the inspector's folder: the reference agents and the gate
     shutil.copytree(ROOT / "agents", agents, ignore=shutil.ignore_patterns("__pycache__"))
     (agents / "gate.py").write_text(GATE_AGENT)
+    question = json.dumps({"question": "tides"})
+    topics = f"{agents}/research_topics.py:chart"
+    run_cli(cwd, "run", topics, "--input", question, "--run-id", "topics-1", "--db", str(db))
     hostile_note = json.dumps({"note": PAYLOAD})
     run_cli(
         cwd,
@@ -283,6 +286,7 @@ def test_the_runs_table_lists_the_reference_agents_runs(page, inspector: Inspect
         ODD_ID,
         "xss-1",
         "gate-1",
+        "topics-1",
         "traced-1",
         "tri-1",
         "desk-3",
@@ -666,4 +670,43 @@ def test_mermaid_draws_a_history_state_and_the_edge_that_interrupts_it(page) -> 
         text,
     )
     assert "research (H*)" in svg and "check_in" in svg
+    assert page.errors == []
+
+
+def test_a_parallel_run_shows_each_regions_timeline_and_transcript(inspector: Inspector) -> None:
+    """The three-region agent's page: a timeline per region (its own steps, in order), and
+    each region's first visit a transcript of its own, though the three share a seq."""
+    with urllib.request.urlopen(inspector.url + "/runs/topics-1", timeout=5) as answer:
+        page = answer.read().decode()
+    regions = page.split('<section id="regions">', 1)[1].split("</section>", 1)[0]
+    for angle in ("history", "economics", "ecology"):
+        table = regions.split(f'data-region="research.{angle}"', 1)[1].split("</table>", 1)[0]
+        assert table.count("<tr class=") == 4  # think->act, act->think, think->act, ->found
+        assert f"research.{angle}.survey.act → research.{angle}.found" in table
+        others = {"history", "economics", "ecology"} - {angle}
+        assert not any(f"research.{o}." in table for o in others)
+        assert f"?region=research.{angle}" in page
+    with urllib.request.urlopen(
+        inspector.url + "/transcript/2/topics-1?region=research.ecology", timeout=5
+    ) as answer:
+        shown = answer.read().decode()
+    assert "tides ecology" in shown and "tides history" not in shown
+
+
+def test_mermaid_draws_parallel_regions_and_a_map_state(page) -> None:  # type: ignore[no-untyped-def]
+    """The vendored Mermaid renders a parallel state's regions (split by `--`) and a map
+    state's one drawn instance."""
+    from statechart.io.diagram import mermaid
+    from tests.engine.test_map import desk as map_desk
+    from tests.support.parallel import desk
+
+    vendored = ROOT / "statechart" / "ui" / "static" / "vendor" / "mermaid-12.3.0.min.js"
+    page.add_script_tag(path=str(vendored))
+    for name, text in (("parallel", mermaid(desk())), ("map", mermaid(map_desk()))):
+        svg = page.evaluate(
+            "async ([name, text]) => { mermaid.initialize({startOnLoad: false});"
+            " return (await mermaid.render(name, text)).svg; }",
+            [name, text],
+        )
+        assert ("papers" in svg and "web" in svg) if name == "parallel" else "each document" in svg
     assert page.errors == []
