@@ -88,6 +88,9 @@ def render(run: Run, events: Sequence[Event]) -> str:
     )
     why = run.reason if run.reason and not run.reason.startswith("ended in") else ""
     lines.append(f"now: {run.status} in '{run.state}'" + (f" ({why})" if why else ""))
+    for path, region in run.regions.items():  # a parallel state: where each region is
+        said = f" ({region.reason})" if region.reason and region.status != "ended" else ""
+        lines.append(f"region {path}: {region.status} in '{region.state}'{said}")
     for label, due in sorted(run.timers.items(), key=lambda item: item[1]):
         lines.append(f"timer: {label} fires at {clock_time(due)}")
     lines.append(f"context: {json.dumps(run.context, sort_keys=True)}")

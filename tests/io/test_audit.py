@@ -98,3 +98,29 @@ def test_show_names_a_waiting_runs_armed_timers() -> None:
     assert render(run, []).splitlines()[-2:-1] == [
         "timer: review->remind fires at 1970-01-02 00:00:00.500 UTC"
     ]
+
+
+def test_show_says_where_each_region_of_a_parallel_state_is() -> None:
+    from statechart import Region, Run
+    from statechart.io.audit import render
+
+    run = Run(
+        run_id="r",
+        chart="c",
+        chart_version="v",
+        model="m",
+        state="gather",
+        status="running",
+        regions={
+            "gather.web": Region(state="gather.web.found", status="ended", reason="ended in x"),
+            "gather.papers": Region(
+                state="gather.papers.search.approve", status="waiting", reason="approve lookup"
+            ),
+        },
+    )
+    lines = render(run, []).splitlines()
+    assert lines[-4:-1] == [
+        "now: running in 'gather'",
+        "region gather.web: ended in 'gather.web.found'",
+        "region gather.papers: waiting in 'gather.papers.search.approve' (approve lookup)",
+    ]
