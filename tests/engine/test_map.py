@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from statechart import (
@@ -23,6 +25,7 @@ from statechart import (
     State,
     UndeclaredFieldError,
     call,
+    drive,
     reply,
     run_to_end,
     start,
@@ -59,7 +62,13 @@ def reviewer() -> Chart:
     )
 
 
-def desk(concurrency: int | None = 2, max_items: int = 8, first: bool = False) -> Chart:
+def desk(
+    concurrency: int | None = 2,
+    max_items: int = 8,
+    first: bool = False,
+    join: str = "all",
+    budget: Budget | None = None,
+) -> Chart:
     review = State(
         "review",
         kind="map",
@@ -72,6 +81,8 @@ def desk(concurrency: int | None = 2, max_items: int = 8, first: bool = False) -
         max_items=max_items,
         exits={"done": "done"},
         on_region_failure="failed",
+        join=join,  # type: ignore[arg-type]
+        budget=budget,
     )
     intake = State("intake", writes=("documents",), instructions="List the documents.")
     return Chart(
@@ -114,17 +125,17 @@ async def walk(chart: Chart, model: Any, **context: Any) -> tuple[Any, list[Any]
 
 
 class Overlapping:
-    """`inner` with each call taking 20 ms, counting the calls in flight at once."""
+    """`inner` with each call taking `delay` seconds, counting the calls in flight at once."""
 
-    def __init__(self, inner: FunctionModel) -> None:
-        self.inner, self.spec = inner, inner.spec
+    def __init__(self, inner: FunctionModel, delay: float = 0.02) -> None:
+        self.inner, self.spec, self.delay = inner, inner.spec, delay
         self.active = self.most = 0
 
     async def complete(self, request: Request) -> Reply:
         self.active += 1
         self.most = max(self.most, self.active)
         try:
-            await anyio.sleep(0.02)
+            await anyio.sleep(self.delay)
             return await self.inner.complete(request)
         finally:
             self.active -= 1
@@ -216,3 +227,58 @@ def test_a_map_state_names_its_list_its_item_and_its_gathering() -> None:
 
     with pytest.raises(UndeclaredFieldError, match=r"requires Strict\.owner"):
         chart(chart=strict)
+
+
+@given(
+    n=st.integers(0, 6),
+    concurrency=st.one_of(st.none(), st.integers(1, 4)),
+    bad=st.sets(st.integers(0, 5), max_size=2),
+    join=st.sampled_from(["all", "first"]),
+    calls=st.one_of(st.none(), st.integers(1, 8)),
+)
+@settings(max_examples=40, deadline=None)
+def test_random_maps_never_pass_a_cap_nor_misplace_an_output(
+    n: int, concurrency: int | None, bad: set[int], join: str, calls: int | None
+) -> None:
+    """Random lists, widths, failing items, joins and a model-call cap on the map state:
+    no stored step passes the cap, every instance that ended `ok` before the state was
+    left has its verdict at its item's index (None elsewhere), and the log folds to the run."""
+    docs = [f"d{i}" for i in range(n)]
+    failing = {f"d{i}" for i in bad}
+    budget = Budget(max_model_calls=calls) if calls is not None else None
+    chart = desk(concurrency, first=True, join=join, budget=budget)
+    model = Overlapping(_failing(failing), delay=0.002)
+
+    async def go() -> tuple[Any, list[Any], list[Any]]:
+        store = MemoryStore()
+        first = await start(chart, store=store, model=model, context={"documents": docs})
+        steps = [s async for s in drive(chart, first, store=store, model=model)]
+        return first, steps, await store.events(first.run_id)
+
+    first, steps, events = anyio.run(go)
+    end = steps[-1].run
+    assert end.status == "ended", end.reason
+    for s in steps:
+        spent = s.run.ledger.get("review")
+        assert calls is None or spent is None or spent.model_calls <= calls
+    leaving = [e for e in events if e.source == "review"]
+    if leaving:
+        (out,) = leaving
+        expected = [
+            f"{d}: fine (be fair)" if f"review.{i}.ok" in out.exited else None
+            for i, d in enumerate(docs)
+        ]
+        assert end.context["reviews"] == expected, out  # joined, failed or routed out
+    assert replay(compiled(chart), first, events) == end
+
+
+def _failing(failing: set[str]) -> FunctionModel:
+    """Each instance reviews its document, `failing` ones ending `unreadable`."""
+
+    def decide(request: Request) -> Reply:
+        doc = request.context["document"]
+        if doc in failing:
+            return reply(call("next_state", target="unreadable"))
+        return reply(call("next_state", target="ok", verdict=f"{doc}: fine (be fair)"))
+
+    return FunctionModel(decide, spec="reviewers")
