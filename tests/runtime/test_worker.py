@@ -357,3 +357,50 @@ async def test_a_worker_cancelled_mid_call_puts_its_runs_back(
         "next", [load_chart(f"{agents}/thinking_{tag}.py:chart")[0].version], limit=5, ttl=30
     )
     assert sorted(c.lease.run_id for c in claims) == sorted(ids)
+
+
+async def test_a_worker_drives_a_parallel_run_as_one_run(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """The three-region reference agent, submitted three times: each run is claimed once,
+    driven with its regions concurrently under the one lease, and ends with every region's
+    notes written."""
+    import shutil
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "agents" / "research_topics.py", agents / "research_topics.py")
+    target = f"{agents}/research_topics.py:chart"
+    chart, module = load_chart(target)
+    await pg_store.save_chart(chart.version, chart.describe(), chart_source(target))
+    ids = []
+    for _ in range(3):
+        run = await start(
+            chart, store=pg_store, model=module.demo_model(), context={"question": "tides"}
+        )
+        await RunQueue(pg_store).enqueue(run.run_id)
+        ids.append(run.run_id)
+    worker = Worker(PostgresStore(pg_store.dsn), WorkerSettings(concurrency=2, agents=agents))
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run, stop)
+
+        async def all_done() -> bool:
+            return set((await _statuses(pg_store)).values()) == {("ended", "done")}
+
+        await _until(all_done, 20)
+        stop.set()
+    await worker.store.close()
+    queue = RunQueue(pg_store)
+    for run_id in ids:
+        leases = await queue.leases(run_id)
+        assert len(leases) == 1 and leases[0].clean  # one drive of the whole run
+        events = await pg_store.events(run_id)
+        assert {e.source.split(".")[1] for e in events if e.source.startswith("research.")} == {
+            "history",
+            "economics",
+            "ecology",
+        }
+        end = (await pg_store.load(run_id)).snapshot
+        assert all(end.context[a] for a in ("history", "economics", "ecology"))
