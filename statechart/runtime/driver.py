@@ -204,7 +204,7 @@ async def _observed(
             return await _perform(effect, model, observer.tool_context(run, effect, call_id))
         return await _perform(effect, model)
     finally:
-        observer.current = ""  # the call is over: a thread it left behind reports nothing
+        observer.active.discard(call_id)  # over: a thread it left behind reports nothing
 
 
 async def _perform(effect: Any, model: Model, context: ToolContext | None = None) -> Any:
@@ -515,10 +515,15 @@ class _Drive:
         return None
 
     async def performed(self, run: Run, effect: Any) -> Any:
-        """The outcome of `effect`'s call (made for `run`), cut off at its time limit."""
+        """The outcome of `effect`'s call (made for `run`), cut off at its time limit, told
+        to the observer if there is one."""
         within = None if self.compiled_chart.untimed else limit(self.compiled_chart, run, effect)
-        call = _perform(effect, self.model)
-        return await (call if within is None else _limited(call, within))
+        observer = self.observer
+        if observer is None:
+            call = _perform(effect, self.model)
+        else:
+            call = _observed(effect, self.model, observer, run, None)
+        return await (call if within is None else _limited(call, within, observer))
 
     async def stepped(self, run: Run, session: Session) -> Step | None:
         """`step()` of `run` (a region's view) with this drive's hooks and observer."""

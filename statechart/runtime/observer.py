@@ -33,15 +33,15 @@ class Observer:
     told, and it is raised once the step is stored (`stored`), so the log is the one an
     unwatched drive writes and the call is not lost."""
 
-    __slots__ = ("_loop_thread", "_timed", "again", "current", "failed", "paused", "scope", "sink")
+    __slots__ = ("_loop_thread", "_timed", "active", "again", "failed", "paused", "scope", "sink")
 
     def __init__(self, sink: Sink, again: int | None = None) -> None:
         self.sink = sink
         self.again = again
         """The seq whose call a dead drive had started (a takeover): said once, then None."""
-        self.current = ""
-        """The call being made; a tool's progress for any other (a thread its timeout
-        abandoned) is dropped."""
+        self.active: set[str] = set()
+        """The calls being made (several at once in a parallel state's regions); a tool's
+        progress for any other (a thread its timeout abandoned) is dropped."""
         self.failed: BaseException | None = None
         """A consumer's exception, held until the step is stored."""
         self.paused = 0.0
@@ -90,7 +90,7 @@ class Observer:
         again = self.again == run.seq
         if again:
             self.again = None
-        self.current = call_id
+        self.active.add(call_id)
         await self._tell(
             CallStarted(
                 run_id=run.run_id,
@@ -159,7 +159,7 @@ class Observer:
         loop = self._loop_thread
 
         def report(message: str, data: dict[str, Any]) -> None:
-            if self.current != call_id or self.failed is not None:
+            if call_id not in self.active or self.failed is not None:
                 return  # the call is over (cut off, its thread abandoned), or told failed
             event = Progress(
                 run_id=run_id,
@@ -183,7 +183,6 @@ class Observer:
 
     async def stored(self, step: Any) -> None:
         """Tell the sink `step` is stored; then raise a consumer's held exception."""
-        self.current = ""
         if self.failed is None:
             await self.sink.put(step)
         self._raise_failed()

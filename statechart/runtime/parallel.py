@@ -8,8 +8,8 @@ call, and under strict caps its worst case in tokens and cost) that the other re
 plan with, so concurrent calls never pass a cap together. A region stops when it ends,
 waits, sleeps beyond `max_sleep`, or finds a level around the parallel state spent; the
 run itself then moves on (the join, a failed region's route, the outer budget's route).
-With hooks (tracing) or an observer (`on=`, `watch`) the regions take turns instead:
-their spans and live events are told one call at a time.
+With hooks (tracing) the regions take turns instead: their spans are made one call at a
+time. An observer (`on=`, `watch`) hears the concurrent calls as they go.
 """
 
 from __future__ import annotations
@@ -148,8 +148,8 @@ class Phase:
 
     @property
     def serial(self) -> bool:
-        """The regions take turns: hooks or an observer follow one call at a time."""
-        return self.drive.hooks is not None or self.drive.observer is not None
+        """The regions take turns: the tracing hooks follow one call at a time."""
+        return self.drive.hooks is not None
 
     async def run(self) -> list[Step]:
         """Drive every region that can go on until none can; the steps stored."""

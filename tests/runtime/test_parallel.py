@@ -243,3 +243,32 @@ async def test_cancel_ends_every_region_and_closes_their_calls() -> None:
     assert {"gather.web.search.act", "gather.papers.search.act"} <= set(record.event.exited)
     events = await store.events(run.run_id)
     assert events[-1].trigger == "cancel"  # the late results were not stored after it
+
+
+async def test_watched_regions_still_call_at_once_and_every_call_is_told() -> None:
+    """With `on=` (the CLI's live view, `watch`), the regions' calls still overlap; each
+    call is told as it starts and each step as it is stored."""
+    from statechart.records.live import CallStarted
+
+    barrier = threading.Barrier(3, timeout=20)
+
+    @tool(retry="safe", name="lookup", repeatable=True)
+    def lookup_together(query: str) -> str:
+        """Look a query up."""
+        barrier.wait()
+        return "met"
+
+    chart = desk(names=("web", "papers", "people"), tools=(lookup_together,))
+    store, model = MemoryStore(), policy(lookups=1)
+    seen: list[Any] = []
+    run = await start(chart, store=store, model=model)
+    end = await run_to_end(chart, run, store=store, model=model, on=seen.append)
+    assert end.state == "done" and not barrier.broken
+    started = [e for e in seen if isinstance(e, CallStarted)]
+    assert sorted(e.path for e in started if e.call == "tool") == [
+        "gather.papers.search.act",
+        "gather.people.search.act",
+        "gather.web.search.act",
+    ]
+    stored = [e for e in seen if hasattr(e, "event")]
+    assert [s.event.seq for s in stored] == list(range(1, end.seq + 1))
