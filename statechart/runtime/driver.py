@@ -496,23 +496,38 @@ class _Drive:
         """In a parallel state: drive its regions at once (`runtime.parallel`) and hand out
         the steps they stored; `_ON` when the run itself has a step to make (the join, a
         route), None once it waits."""
+        fired = self._own_timer(run)
+        if fired is not None:
+            return await self._timed(fired)
         if run.status == "waiting":
             return None
-        if run.status == "running":
-            if run.timers and run.wake is not None and run.wake <= self.clock():
-                return _ON  # the parallel state's own after= edge
-            if not isinstance(plan(self.compiled_chart, run, self.session), Regions):
-                return _ON
+        if run.status == "running" and not isinstance(
+            plan(self.compiled_chart, run, self.session), Regions
+        ):
+            return _ON
         phase = Phase(self)
         records = await phase.run()
         if records:
             self.backlog = records[1:]
             return records[0]
+        if self.run is not None and not self.cancelled:
+            fired = self._own_timer(self.run)  # it came due while the regions went on
+            if fired is not None:
+                return await self._timed(fired)
         if phase.blocked is not None and self.run is not None and not self.cancelled:
             spent = Exhaust(phase.blocked)  # a level around the state is spent: route it
             record = advance(self.compiled_chart, self.run, spent, None, now=self.clock())
             return await self._stored(self._made(self.run, record))
         return None
+
+    def _own_timer(self, run: Run) -> Step | None:
+        """The move of the parallel state's own `after=` edge, once its time has come
+        (whatever its regions are doing: running, asleep or waiting for a person)."""
+        own = min(run.timers.values(), default=None)
+        if own is None or own > self.clock():
+            return None
+        fired = due_timer(self.compiled_chart, run, self.clock())
+        return None if fired is None else self._made(run, fired)
 
     async def performed(self, run: Run, effect: Any) -> Any:
         """The outcome of `effect`'s call (made for `run`), cut off at its time limit, told

@@ -14,6 +14,7 @@ time. An observer (`on=`, `watch`) hears the concurrent calls as they go.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -261,8 +262,11 @@ class Phase:
             view = project(run, path)
             region = run.regions[path]
             now = d.clock()
+            own = min(run.timers.values(), default=None)  # the parallel state's after= edge
+            if own is not None and own <= now:
+                return None, view  # the run leaves the state by it: the regions stop
             if region.status == "sleeping":
-                wake = region.wake or now
+                wake = min(region.wake or now, own if own is not None else math.inf)
                 if wake - now > d.max_sleep:
                     return None, view
                 if wake > now:

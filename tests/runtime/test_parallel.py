@@ -272,3 +272,43 @@ async def test_watched_regions_still_call_at_once_and_every_call_is_told() -> No
     ]
     stored = [e for e in seen if hasattr(e, "event")]
     assert [s.event.seq for s in stored] == list(range(1, end.seq + 1))
+
+
+async def test_the_parallel_states_own_after_edge_interrupts_its_regions() -> None:
+    """Both regions wait for an approval nobody gives; an hour later the parallel state's
+    own `after=` edge takes the run on, exiting both regions and closing their calls."""
+    from statechart import Chart, Edge, State
+    from tests.support.parallel import Desk, region
+
+    @tool(retry="keyed", name="lookup", needs_approval=True)
+    def paid(query: str, idempotency_key: str) -> str:
+        """Look a query up in a paid index."""
+        return "paid facts"
+
+    now = [1000.0]
+    chart = Chart(
+        "late_desk",
+        context=Desk,
+        budget=Budget(max_steps=40),
+        states=(
+            State(
+                "gather",
+                kind="parallel",
+                regions=(region("web", tools=(paid,)), region("papers", tools=(paid,))),
+                exits={"done": "done"},
+            ),
+            State("too_late", kind="terminal", outcome="failure"),
+            State("done", kind="terminal"),
+        ),
+        edges=(Edge("gather", "too_late", after=600),),
+    )
+    store, model = MemoryStore(), policy(lookups=1)
+    run = await start(chart, store=store, model=model, clock=lambda: now[0])
+    run = await run_to_end(chart, run, store=store, model=model, clock=lambda: now[0])
+    assert run.status == "waiting" and run.timers
+    now[0] += 3600
+    end = await resume(chart, run.run_id, store=store, model=model, clock=lambda: now[0])
+    assert end.state == "too_late"
+    last = (await store.events(run.run_id))[-1]
+    assert last.trigger == "go:too_late" and last.actor == "system"
+    assert {"gather.web.search.approve", "gather.papers.search.approve"} <= set(last.exited)
