@@ -154,24 +154,35 @@ def _succeeded(compiled_chart: CompiledChart, move: Move, path: str) -> bool:
 def _input(
     compiled_chart: CompiledChart, path: str, state: State, around: dict[str, Any]
 ) -> dict[str, Any]:
-    child_t = compiled_chart.scopes[path]
     parent_t = compiled_chart.nodes[path].chart.context  # the type the parent chart declares
+    where = f"sub-chart state '{path}'"
+    return _filled(where, state.input, parent_t, compiled_chart.scopes[path], around, {})
+
+
+def _filled(
+    where: str,
+    port: Any,
+    parent_t: type[BaseModel],
+    child_t: type[BaseModel],
+    around: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """A sub-chart's first context: what `port` (a mapping, or a function of the context
+    around) fills, with `extra` (a map instance's item), as `child_t` validates it."""
     try:
-        if callable(state.input):
-            made = state.input(typed(parent_t, around))
-            value = made if isinstance(made, BaseModel) else child_t.model_validate(made)
-            value = child_t.model_validate(value.model_dump())
+        if callable(port):
+            made = port(typed(parent_t, around))
+            base = made.model_dump() if isinstance(made, BaseModel) else dict(made)
         else:
-            mapping = state.input or {}
-            value = child_t.model_validate({c: around.get(p) for c, p in mapping.items()})
+            base = {c: around.get(p) for c, p in (port or {}).items()}
+        value = child_t.model_validate({**base, **extra})
     except ValidationError as exc:
         raise PortError(
-            f"the input of sub-chart state '{path}' does not fit {child_t.__name__}: "
-            f"{validation_problems(exc)}"
+            f"the input of {where} does not fit {child_t.__name__}: {validation_problems(exc)}"
         ) from None
     except Exception as exc:
         raise PortError(
-            f"the input function of sub-chart state '{path}' raised {type(exc).__name__}: {exc}"
+            f"the input function of {where} raised {type(exc).__name__}: {exc}"
         ) from None
     return value.model_dump(mode="json")
 
@@ -234,25 +245,10 @@ def _instance(
     index = int(path.rsplit(".", 1)[1])
     if index >= len(items):
         return None
-    child_t = compiled_chart.scopes[path]
     parent_t = compiled_chart.nodes[host].chart.context
-    try:
-        if callable(s.input):
-            made = s.input(typed(parent_t, around))
-            base = made.model_dump() if isinstance(made, BaseModel) else dict(made or {})
-        else:
-            base = {c: around.get(p) for c, p in (s.input or {}).items()}
-        value = child_t.model_validate({**base, s.item: items[index]})
-    except ValidationError as exc:
-        raise PortError(
-            f"item {index} of '{s.over}' does not fit {child_t.__name__} (map state "
-            f"'{host}'): {validation_problems(exc)}"
-        ) from None
-    except Exception as exc:
-        raise PortError(
-            f"the input function of map state '{host}' raised {type(exc).__name__}: {exc}"
-        ) from None
-    return value.model_dump(mode="json")
+    where = f"map state '{host}' (item {index} of '{s.over}')"
+    extra = {s.item: items[index]}
+    return _filled(where, s.input, parent_t, compiled_chart.scopes[path], around, extra)
 
 
 def _gathered(
