@@ -1429,11 +1429,14 @@ def test_the_budget_that_binds_is_the_outermost_on_a_tie_even_when_both_overshot
 def test_regions_are_sibling_spans_under_the_parallel_state(
     receiver: Receiver, tmp_path: Path
 ) -> None:
-    """Three regions: a state span each, all children of the parallel state's span; every
-    region transition (the ones the engine makes without a call too) has its one span,
-    under its own region's state spans."""
+    """Three regions, traced and still concurrent (their lookups meet at a barrier): a
+    state span each, all children of the parallel state's span; every region transition
+    (the ones the engine makes without a call too) has its one span, under its own
+    region's state spans."""
     out = proc(receiver, tmp_path / "runs.db", "parallel")
     events = out["runs"]["parallel"]["events"]
+    assert out["runs"]["parallel"]["state"] == "done"
+    assert [e for e in events if e["error"]] == []  # the barrier was met: no call failed
     spans = received(receiver, 26)
     one_span_per_transition(spans, events)
     by_id = {s.span_id: s for s in spans}

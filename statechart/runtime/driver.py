@@ -591,26 +591,33 @@ class _Drive:
             self.cancelled = True  # whoever came first decides; a resume continues from it
             return None
 
-    def _made(self, before: Run, record: Step, *, enter: bool = True) -> Step:
-        """A record the engine made outside `step()`, shown to the hooks as a step."""
-        if self.hooks is None:
+    def _made(
+        self, before: Run, record: Step, *, enter: bool = True, hooks: StepHooks | None = None
+    ) -> Step:
+        """A record the engine made outside `step()`, shown to the hooks as a step
+        (`hooks`: a region's lane of them, in a parallel state)."""
+        hooks = hooks or self.hooks
+        if hooks is None:
             return record
         if enter:
-            self.hooks.before_step(run=before)
-        return self.hooks.after_step(before=before, record=record, started_ns=time.time_ns())
+            hooks.before_step(run=before)
+        return hooks.after_step(before=before, record=record, started_ns=time.time_ns())
 
-    async def _stored(self, record: Step, *, conflict_told: bool = True) -> Step:
+    async def _stored(
+        self, record: Step, *, conflict_told: bool = True, hooks: StepHooks | None = None
+    ) -> Step:
         """Append `record` (one durable row), tell the hooks, and move the run on; with
         `conflict_told=False` a conflict is the caller's to tell (`_after_cancel`)."""
         assert self.run is not None
+        hooks = hooks or self.hooks
         try:
             await self.store.append(record, self.lease)
         except BaseException as exc:
-            if self.hooks is not None and (conflict_told or not isinstance(exc, ConflictError)):
-                self.hooks.step_stored(record=record, error=exc)
+            if hooks is not None and (conflict_told or not isinstance(exc, ConflictError)):
+                hooks.step_stored(record=record, error=exc)
             raise
-        if self.hooks is not None:
-            self.hooks.step_stored(record=record)
+        if hooks is not None:
+            hooks.step_stored(record=record)
         self.session.absorb(self.run, record)
         self.run = record.run
         if self.observer is not None:

@@ -8,8 +8,9 @@ call, and under strict caps its worst case in tokens and cost) that the other re
 plan with, so concurrent calls never pass a cap together. A region stops when it ends,
 waits, sleeps beyond `max_sleep`, or finds a level around the parallel state spent; the
 run itself then moves on (the join, a failed region's route, the outer budget's route).
-With hooks (tracing) the regions take turns instead: their spans are made one call at a
-time. An observer (`on=`, `watch`) hears the concurrent calls as they go.
+Traced, each region tells its steps to a lane of the tracing hooks (its own transition
+under way, the one tree of state spans); an observer (`on=`, `watch`) hears the calls as
+they go. Only hooks that cannot follow several calls at once make the regions take turns.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class Phase:
     scope: anyio.CancelScope | None = None
     blocked: str | None = None
     """`level:kind` of a level around the parallel state a region found spent."""
+    lanes: dict[str, Any] = field(default_factory=dict)
+    """Each region's lane of the tracing hooks."""
     width: int | None = None
     """A map's `max_concurrency`: regions stepping at once (None: all)."""
     queue: list[str] = field(default_factory=list)
@@ -149,8 +152,21 @@ class Phase:
 
     @property
     def serial(self) -> bool:
-        """The regions take turns: the tracing hooks follow one call at a time."""
-        return self.drive.hooks is not None
+        """The regions take turns: hooks that cannot follow several calls at once (the
+        tracing hooks can: each region gets a lane of them)."""
+        hooks = self.drive.hooks
+        return hooks is not None and not hasattr(hooks, "lane")
+
+    def lane(self, path: str) -> Any:
+        """The hooks region `path` tells of its steps (its lane of the tracing hooks), if
+        any."""
+        hooks = self.drive.hooks
+        if hooks is None:
+            return None
+        found = self.lanes.get(path)
+        if found is None:
+            found = self.lanes[path] = getattr(hooks, "lane")()  # noqa: B009 (not in StepHooks)
+        return found
 
     async def run(self) -> list[Step]:
         """Drive every region that can go on until none can; the steps stored."""
@@ -236,18 +252,39 @@ class Phase:
                 self.reserved[path] = (view.state, reservation(effect))
                 if isinstance(effect, RunTool):
                     d.in_flight = True
-            outcome = await d.performed(view, effect)
+                hooks = self.lane(path)
+                span = None
+                if hooks is not None:
+                    hooks.before_step(run=view)
+                    span = hooks.effect_started(run=view, effect=effect)
+            try:
+                outcome = await d.performed(view, effect)
+            except BaseException as exc:  # cut off (the join came first): its span ends
+                if hooks is not None:
+                    hooks.effect_ended(outcome=exc)
+                raise
+            if hooks is not None:
+                hooks.effect_ended(outcome=outcome)
             async with self.lock:
                 self.reserved.pop(path, None)
-                if d.cancelled:
-                    return
                 seen = project(d.run, path) if d.run and path in d.run.regions else None
-                if seen is None:
+                if d.cancelled or seen is None:
+                    if hooks is not None:  # its transition will not be made
+                        hooks.effect_ended(outcome=anyio.get_cancelled_exc_class()())
                     return
+                started = time.time_ns()
                 record = advance(
-                    d.compiled_chart, seen, effect, outcome, now=d.clock(), wall_ms=self.wall()
+                    d.compiled_chart,
+                    seen,
+                    effect,
+                    outcome,
+                    now=d.clock(),
+                    wall_ms=self.wall(),
+                    span=span,
                 )
-                await self._store(path, record)
+                if hooks is not None:
+                    record = hooks.after_step(before=seen, record=record, started_ns=started)
+                await self._store(path, record, hooks)
 
     async def _next(self, path: str, session: Session) -> tuple[Any, Run]:
         """The region's next call to make, after making the steps that need no I/O (and
@@ -273,14 +310,16 @@ class Phase:
                     with anyio.move_on_after(wake - now):
                         await self.wait()  # a step elsewhere may change the run
                     continue
-                await self._store(path, d._made(view, woken(d.compiled_chart, view, now)))
+                woke = woken(d.compiled_chart, view, now)
+                await self._store(path, d._made(view, woke, hooks=self.lane(path)), self.lane(path))
                 continue
             if region.status != "running":
                 return None, view
             if view.timers and view.wake is not None and view.wake <= now:
                 fired = due_timer(d.compiled_chart, view, now)
                 if fired is not None:
-                    await self._store(path, d._made(view, fired))
+                    hooks = self.lane(path)
+                    await self._store(path, d._made(view, fired, hooks=hooks), hooks)
                     continue
             ledger = self.ledger(run, path)
             planned = project(run, path, ledger) if ledger is not None else view
@@ -296,7 +335,8 @@ class Phase:
             if isinstance(effect, _IO):
                 return effect, planned
             record = advance(d.compiled_chart, view, effect, None, now=now, wall_ms=self.wall())
-            await self._store(path, d._made(view, record))  # its span, when traced
+            hooks = self.lane(path)
+            await self._store(path, d._made(view, record, hooks=hooks), hooks)  # its span
 
     async def _serial(self, path: str, view: Run, session: Session) -> None:
         """One step of the region with the lock held: traced or observed as one."""
@@ -307,7 +347,7 @@ class Phase:
         if record is not None:
             await self._store(path, record)
 
-    async def _store(self, path: str, record: Step) -> None:
+    async def _store(self, path: str, record: Step, hooks: Any = None) -> None:
         """Fold the region's step into the run and store it (never cut off half-way); a
         writer that came first (a cancel) stops the phase, the run as it left it."""
         d = self.drive
@@ -315,7 +355,7 @@ class Phase:
         whole = replace(record, run=merged(d.compiled_chart, d.run, path, record.run))
         with anyio.CancelScope(shield=True):
             try:
-                stored = await d._stored(whole)
+                stored = await d._stored(whole, hooks=hooks)
             except ConflictError:
                 d.run = folded(d.chart, await d.store.load(d.run.run_id))
                 d.cancelled = True

@@ -8,6 +8,7 @@ no-op and nothing is exported (`tracing.setup` is the one place that touches the
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -175,6 +176,14 @@ class RunTrace:
         """What the effect returned, to set on the span with the transition's facts."""
         self._contexts: dict[str, Context] = {}
         """Per leaf state: the context of the innermost open state span around it."""
+
+    def lane(self) -> RunTrace:
+        """This trace as one region of a parallel state uses it: the same agent and state
+        spans, its own transition under way (the regions make theirs at once)."""
+        other = copy.copy(self)  # shares `states` and `_contexts`: one tree of spans
+        other._token, other._span, other._pending = None, None, None
+        other._began, other._span_id, other._unnamed = 0, "", False
+        return other
 
     # -- the driver's hooks (runtime.hooks.StepHooks) -------------------------------------
 

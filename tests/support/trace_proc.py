@@ -17,7 +17,8 @@ Scenarios (run ids are fixed, so later processes find the run):
 - ``streamed``: the same run watched (`on=`): the model's replies stream.
 - ``errors``: a failing tool (run "tool"), a failing model ("model"), a failing code-state
   handler ("handler").
-- ``parallel``: the three-region desk of tests/support/parallel.py, run to done.
+- ``parallel``: the three-region desk of tests/support/parallel.py, run to done, its
+  lookups meeting at a barrier only three concurrent calls pass.
 - ``rebuilt``: a fresh one-state chart per run (runs "b5", "b6", ...: `max_steps` is the
   number), each dropped after its run, until a new chart's root budget level lands at the
   address of a dropped one (as in a server that builds its chart per request).
@@ -154,6 +155,7 @@ async def summary(store: SQLiteStore, run: Run) -> dict[str, Any]:
                 "target": e.target,
                 "trigger": e.trigger,
                 "actor": e.actor,
+                "error": e.error,
             }
             for e in events
         ],
@@ -305,10 +307,20 @@ async def scenario(name: str, store: SQLiteStore) -> dict[str, Run]:
             "handler": await go(coded(), store, scripted(), "handler"),
         }
     if name == "parallel":
+        import threading
+
         from tests.support.parallel import desk as three_regions
         from tests.support.parallel import policy
 
-        chart = three_regions(names=("web", "papers", "people"))
+        together = threading.Barrier(3, timeout=10)
+
+        @tool(retry="safe", name="lookup", repeatable=True)
+        def lookup_together(query: str) -> str:
+            """Look a query up: passes only with the three regions' calls in flight at once."""
+            together.wait()
+            return "met"
+
+        chart = three_regions(names=("web", "papers", "people"), tools=(lookup_together,))
         return {"parallel": await go(chart, store, policy(lookups=1), "parallel")}
     raise SystemExit(f"unknown scenario {name!r}")
 
