@@ -183,8 +183,6 @@ def commit(
         update["routed"] = 0
     if run.attempt and trigger != "retry" and (usage.model_calls or usage.tool_calls or move):
         update["attempt"] = 0  # the call tried again has ended: it returned, or moved on
-    if move is not None and (run.wake is not None or run.timers or compiled_chart.timers):
-        update.update(compiled_chart.rearmed(run.timers, move.exited, move.entered, now))
     if move is not None and move.remembered:
         update["history"] = applied(run.history, move.remembered)
         fields["remembered"] = move.remembered
@@ -200,6 +198,8 @@ def commit(
     if move is not None:
         if move.crosses:
             move = fanned(compiled_chart, move, _cross(compiled_chart, run, move, update, fields))
+        if run.wake is not None or run.timers or compiled_chart.timers:  # (after fanning)
+            update.update(compiled_chart.rearmed(run.timers, move.exited, move.entered, now))
         _entering(run, move, seq, update)
         if move.regions or run.regions:
             moved(compiled_chart, run, move.leaf, move.regions, seq, update)
