@@ -59,6 +59,7 @@ from statechart.records.record import Record
 from statechart.records.run import Event, QueuedCall, Region, Run, Step, Visit
 from statechart.records.spent import Spent
 from statechart.records.summary import RunPage, RunSummary
+from statechart.rerun import ReplayReport, Verdict, replay
 from statechart.runtime.api import (
     approve,
     cancel,
@@ -118,6 +119,7 @@ __all__ = [
     "QueuedCall",
     "Record",
     "Region",
+    "ReplayReport",
     "Reply",
     "Request",
     "Retry",
@@ -151,6 +153,7 @@ __all__ = [
     "UnknownTargetError",
     "UnreachableStateError",
     "Usage",
+    "Verdict",
     "Visit",
     "approve",
     "call",
@@ -161,6 +164,7 @@ __all__ = [
     "load_run",
     "load_session",
     "reject",
+    "replay",
     "reply",
     "resume",
     "run_sync",

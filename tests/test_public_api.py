@@ -105,6 +105,10 @@ PUBLIC = [
     "FieldTypeError",
     "Retry",
     "set_thread_limit",
+    # replaying recorded runs against a changed chart (issue 31)
+    "ReplayReport",
+    "Verdict",
+    "replay",
 ]
 
 

@@ -1,6 +1,6 @@
 """The `statechart` command: run, inspect, decide on, resume, draw and mine runs."""
 
-from statechart.cli import charts, mining, runs, starting, ui, worker  # noqa: F401  (each registers its commands on `app`)
+from statechart.cli import charts, mining, replaying, runs, starting, ui, worker  # noqa: F401  (each registers its commands on `app`)
 from statechart.cli.app import app
 
 

@@ -30,6 +30,8 @@ CANCELLED = 5
 """The run was cancelled."""
 SLEEPING = 6
 """The run sleeps until a failed call's next attempt: `resume` it then, or let a worker."""
+DIVERGED = 7
+"""`replay`: at least one recorded run diverges from the chart replayed against."""
 
 CODES: dict[RunOutcome, int] = {
     "success": OK,

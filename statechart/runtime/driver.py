@@ -58,6 +58,7 @@ from statechart.runtime.lineage import Migration
 from statechart.runtime.live import Callback, Sink
 from statechart.runtime.observer import Observer
 from statechart.runtime.parallel import Phase, in_regions, region_step
+from statechart.runtime.stand_in import STAND_IN
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
@@ -213,6 +214,9 @@ async def _perform(effect: Any, model: Model, context: ToolContext | None = None
         if isinstance(effect, CallModel):
             return checked_reply(await model.complete(effect.request))
         if isinstance(effect, RunTool):
+            answer = STAND_IN.get()
+            if answer is not None:
+                return answer(effect)
             tool = effect.tool
             if effect.doubt == "reconcile":
                 try:

@@ -1,0 +1,201 @@
+"""A recorded run as a cassette: its model replies and tool results, served back to a drive
+of another chart so that no model and no tool is called.
+
+A reply is served for the same place only: the same model state (after renames), its
+n-th visit there, and a transcript of the same length; a tool result only for a call with
+the same fingerprint (in the order they were recorded). Whatever the cassette cannot
+answer it notes as a `Miss`: the replay's divergence point.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from msgspec import Struct
+
+from statechart.chart.names import NEXT_STATE
+from statechart.chart.tools import fingerprint
+from statechart.engine.effects import RunTool
+from statechart.records.messages import Reply, Request, ToolCall, Usage
+from statechart.records.run import Event, Run, Status
+
+_THINK = ".think"
+
+
+class Recording(Struct, frozen=True):
+    """One recorded run: where it started and every event it stored."""
+
+    base: Run
+    """The run as it started (its snapshot at seq 0)."""
+    events: tuple[Event, ...]
+    status: Status
+    """Where the record stops: `ended`, `waiting`, or unfinished (`running`, `sleeping`)."""
+
+
+class Miss(Struct, frozen=True):
+    """What the cassette could not answer: a model request or a tool call it never saw."""
+
+    kind: str
+    """`needs_model` or `needs_tool`."""
+    state: str
+    detail: str
+
+
+class Renames:
+    """State paths of the recorded chart mapped onto the new one (`{"research": "study"}`):
+    a path equal to a key, or under it, is renamed; every other path stays."""
+
+    def __init__(self, renames: Mapping[str, str] | None = None) -> None:
+        self.pairs = tuple(sorted((renames or {}).items(), key=lambda kv: -len(kv[0])))
+
+    def __call__(self, path: str) -> str:
+        for old, new in self.pairs:
+            if path == old or path.startswith(old + "."):
+                return new + path[len(old) :]
+        return path
+
+    def trigger(self, trigger: str) -> str:
+        """A trigger with the state it names renamed (`go:research` -> `go:study`)."""
+        if trigger.startswith("go:"):
+            return "go:" + self(trigger[3:])
+        return trigger
+
+    def call(self, call: ToolCall) -> ToolCall:
+        """A `next_state` call with its target renamed; any other call as it is."""
+        if call.name != NEXT_STATE or not self.pairs or not isinstance(call.arguments, dict):
+            return call
+        target = call.arguments.get("target")
+        if not isinstance(target, str) or self(target) == target:
+            return call
+        return ToolCall(
+            id=call.id, name=call.name, arguments={**call.arguments, "target": self(target)}
+        )
+
+
+class _Failed(Exception):
+    """A recorded failure served back (its class name is the recorded one)."""
+
+
+_FAILURES: dict[str, type[Exception]] = {}
+
+
+def failure(text: str) -> Exception:
+    """The exception a recorded `Name: message` error text was made from, as near as it
+    can be rebuilt: a class of the same name carrying the same message."""
+    name, _, message = text.partition(": ")
+    if not name.isidentifier():
+        name, message = "Exception", text
+    kind = _FAILURES.get(name)
+    if kind is None:
+        kind = _FAILURES[name] = type(name, (_Failed,), {})
+    return kind(message)
+
+
+class RecordedResult(str):
+    """A tool result served back: its text, with the outcome class the tool reported."""
+
+    outcome: str | None = None
+
+
+def _fingerprint(call: ToolCall) -> str:
+    """A call's fingerprint as recorded (its arguments as the model sent them)."""
+    args = call.arguments
+    return fingerprint(call.name, args if isinstance(args, dict) else {"": args})
+
+
+def _owner(leaf: str) -> str:
+    return leaf[: -len(_THINK)] if leaf.endswith(_THINK) else leaf
+
+
+class Cassette:
+    """The model and the tool stand-in of one replay (`spec` is the recorded run's model)."""
+
+    def __init__(self, recording: Recording, renames: Renames) -> None:
+        self.spec = recording.base.model
+        self.replies: dict[str, deque[tuple[int, int, Reply | Exception]]] = defaultdict(deque)
+        """Per model state: (visit ordinal, transcript length, reply) in recorded order."""
+        self.results: dict[str, deque[Any]] = defaultdict(deque)
+        self.visits: dict[str, int] = defaultdict(int)
+        self.keys: dict[str, int] = {}
+        self.miss: Miss | None = None
+        self._load(recording.events, renames)
+
+    def _load(self, events: Iterable[Event], renames: Renames) -> None:
+        lengths: dict[int, int] = defaultdict(int)
+        ordinals: dict[str, dict[int, int]] = defaultdict(dict)
+        for e in events:
+            if e.usage.model_calls and e.visit is not None:
+                owner = renames(_owner(e.source))
+                seen = ordinals[owner]
+                ordinal = seen.setdefault(e.visit, len(seen))
+                self.replies[owner].append((ordinal, lengths[e.visit], self._reply(e, renames)))
+            elif e.usage.tool_calls and e.call is not None:
+                key = e.fingerprint or _fingerprint(e.call)
+                self.results[key].append(self._result(e))
+            if e.visit is not None:
+                lengths[e.visit] += e.delta
+
+    @staticmethod
+    def _reply(e: Event, renames: Renames) -> Reply | Exception:
+        if e.error is not None and not e.calls:
+            return failure(e.error)
+        u = e.usage
+        return Reply(
+            tool_calls=tuple(renames.call(c) for c in e.calls),
+            usage=Usage(
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cost_micros=u.cost_micros,
+                missing=e.usage_missing,
+            ),
+            model=e.model or "",
+        )
+
+    @staticmethod
+    def _result(e: Event) -> Any:
+        if e.error is not None:
+            return failure(e.error)
+        text = RecordedResult(e.result or "")
+        text.outcome = e.outcome
+        return text
+
+    async def complete(self, request: Request) -> Reply:
+        """The recorded reply for this request's place, or a `Miss` noted and raised."""
+        state = request.state
+        iteration = sum(1 for m in request.transcript if m.role == "assistant")
+        if iteration == 0:
+            self.visits[state] += 1
+        ordinal = self.visits[state] - 1
+        queue = self.replies.get(state)
+        if queue and queue[0][0] == ordinal and queue[0][1] == len(request.transcript):
+            found = queue.popleft()[2]
+            if isinstance(found, Exception):
+                raise found
+            return found
+        self.miss = Miss(
+            "needs_model",
+            state,
+            f"the model is asked in '{state}' (visit {ordinal + 1}, after "
+            f"{len(request.transcript)} message(s)), a request the recorded run never made",
+        )
+        raise _Unseen(self.miss.detail)
+
+    def tool(self, effect: RunTool) -> Any:
+        """The recorded outcome of a call with this fingerprint, or a `Miss` noted."""
+        for key in (effect.fingerprint, _fingerprint(effect.call)):
+            queue = self.results.get(key)
+            if queue:
+                return queue.popleft()
+        self.miss = Miss(
+            "needs_tool",
+            effect.call.name,
+            f"tool '{effect.call.name}' is called with arguments the recorded run never "
+            f"used ({effect.arguments}): its result is unknown",
+        )
+        return _Unseen(self.miss.detail)
+
+
+class _Unseen(Exception):
+    """Raised to the drive for what the cassette cannot answer (the replay stops there)."""

@@ -1,0 +1,249 @@
+"""One recorded run re-driven against a chart, step for step beside its record.
+
+The new run is driven by the real driver on a `MemoryStore`, its model and tools answered
+by the run's cassette, its clock set to the time of the recorded step it is about to
+make, and a person's recorded decisions made again when the new run reaches them. Each
+step it stores is compared with the recorded step of the same place (of the same region,
+in a parallel state); the first that differs is the divergence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+from pydantic import ValidationError
+
+from statechart.chart.chart import Chart
+from statechart.engine import CANCEL, CompiledChart, compiled
+from statechart.errors import StatechartError
+from statechart.records.run import Event, Run, Step
+from statechart.rerun.cassette import Cassette, Recording, Renames
+from statechart.rerun.verdict import Verdict, classify
+from statechart.runtime.api import start
+from statechart.runtime.current import current
+from statechart.runtime.decisions import approve, cancel, reject
+from statechart.runtime.driver import drive
+from statechart.runtime.stand_in import standing_in
+from statechart.store.memory import MemoryStore
+
+ENVIRONMENT = frozenset({"takeover", "model", "resume", "late_result"})
+"""Recorded steps that tell what happened around the run (a driver taking over, a switch
+of model, a resume's refresh, a late result), not what the chart decided: not compared."""
+_UNFINISHED = ("running", "sleeping")
+
+
+class _Clock:
+    """The replay's clock: the time of the recorded step being made."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lanes(compiled_chart: CompiledChart) -> tuple[str, ...]:
+    """The paths of the parallel and map states: their regions' steps are matched per region."""
+    return tuple(compiled_chart.parallels) + tuple(compiled_chart.maps)
+
+
+def lane_of(path: str, parallel: tuple[str, ...]) -> str | None:
+    """The region `path` is in (`gather.web` for `gather.web.search.think`), if any."""
+    for p in parallel:
+        if path.startswith(p + "."):
+            head = path[len(p) + 1 :].split(".", 1)[0]
+            return f"{p}.{head}"
+    return None
+
+
+class Lockstep:
+    """The comparison of one replay: the recorded steps still to meet, and the verdict."""
+
+    def __init__(self, chart: Chart, recording: Recording, renames: Renames) -> None:
+        self.chart = chart
+        self.compiled_chart = compiled(chart)
+        self.recording = recording
+        self.renames = renames
+        self.cassette = Cassette(recording, renames)
+        self.expected = [e for e in recording.events if e.trigger not in ENVIRONMENT]
+        self.parallel = lanes(self.compiled_chart)
+        self.clock = _Clock(recording.base.created_at)
+        self.agreed = 0
+        self.run_id = recording.base.run_id
+
+    def _verdict(self, outcome: Any, **fields: Any) -> Verdict:
+        return Verdict(run_id=self.run_id, outcome=outcome, agreed=self.agreed, **fields)
+
+    def _lane(self, path: str) -> str | None:
+        return lane_of(path, self.parallel) if self.parallel else None
+
+    def _tick(self) -> None:
+        if self.expected:
+            self.clock.now = max(self.clock.now, self.expected[0].time)
+
+    def _agrees(self, new: Event, old: Event) -> bool:
+        r = self.renames
+        return (
+            new.trigger == r.trigger(old.trigger)
+            and new.source == r(old.source)
+            and new.target == r(old.target)
+            and (new.refused is None) == (old.refused is None)
+            and new.exhausted == old.exhausted
+            and (new.call is None) == (old.call is None)
+            and (new.call is None or old.call is None or new.call.name == old.call.name)
+        )
+
+    def matched(self, step: Step) -> Verdict | None:
+        """None when `step` agrees with the recorded step of its place; else the verdict."""
+        new = step.event
+        lane = self._lane(new.source)
+        at = next(
+            (i for i, e in enumerate(self.expected) if self._lane(self.renames(e.source)) == lane),
+            None,
+        )
+        old = None if at is None else self.expected[at]
+        miss, self.cassette.miss = self.cassette.miss, None
+        if old is not None and miss is None and self._agrees(new, old):
+            del self.expected[at]  # type: ignore[arg-type]
+            self.agreed += 1
+            self._tick()
+            return None
+        if old is None and self.recording.status in _UNFINISHED:
+            return self._agree("agrees up to where the recorded run stops (still unfinished)")
+        kind, detail = classify(self.compiled_chart, new, old, self.renames, miss)
+        return self._verdict(
+            "diverge",
+            kind=kind,
+            seq=new.seq,
+            state=self.compiled_chart.owner_state(new.source)[0]
+            if new.source in self.compiled_chart.nodes
+            else new.source,
+            detail=detail,
+        )
+
+    def _agree(self, detail: str = "") -> Verdict:
+        return self._verdict("agree", detail=detail)
+
+    async def run(self) -> Verdict:
+        """Replay the recording; the verdict."""
+        base = self.recording.base
+        if base.seq != 0 or base.parent_run is not None:
+            return self._verdict(
+                "cannot_say",
+                detail=f"run {self.run_id} is a fork (of {base.parent_run}): replay the run "
+                "it was forked from",
+            )
+        if any(e.trigger == "migrate" for e in self.recording.events):
+            return self._verdict(
+                "cannot_say", detail="the run was migrated to another chart version on the way"
+            )
+        store = MemoryStore(encode=False)
+        self._tick()
+        try:
+            await start(
+                self.chart,
+                store=store,
+                model=self.cassette,
+                context=base.context,
+                run_id=self.run_id,
+                clock=self.clock,
+            )
+        except ValidationError as exc:
+            return self._verdict(
+                "diverge",
+                kind="context_refused",
+                seq=0,
+                state=base.state,
+                detail=f"the recorded first context does not fit the new chart's context: {exc}",
+            )
+        with standing_in(self.cassette.tool):
+            return await self._driven(store)
+
+    async def _driven(self, store: MemoryStore) -> Verdict:
+        while True:
+            steps = drive(
+                self.chart,
+                self.run_id,
+                store=store,
+                model=self.cassette,
+                clock=self.clock,
+                max_sleep=math.inf,
+            )
+            async with contextlib.aclosing(steps):
+                async for step in steps:
+                    verdict = self.matched(step)
+                    if verdict is not None:
+                        return verdict
+                    if self.expected and self._cancel_next():
+                        break
+            run = current(self.chart, await store.load(self.run_id))
+            if not self.expected:
+                return self._agree()
+            nxt = self.expected[0]
+            if nxt.actor != "human":
+                return self._verdict(
+                    "diverge",
+                    kind="changed",
+                    seq=run.seq + 1,
+                    state=run.state,
+                    detail=f"the new run is {run.status} in '{run.state}' ({run.reason}); the "
+                    f"recorded run went on: {nxt.source} -> {nxt.target} ({nxt.trigger})",
+                )
+            try:
+                step = await self._decided(store, run, nxt)
+            except StatechartError as exc:
+                return self._verdict(
+                    "diverge",
+                    kind="changed",
+                    seq=run.seq + 1,
+                    state=run.state,
+                    detail=f"a person's recorded decision ({nxt.trigger} by {nxt.by}) does not "
+                    f"apply to the new run: {exc}",
+                )
+            verdict = self.matched(step)
+            if verdict is not None:
+                return verdict
+
+    def _cancel_next(self) -> bool:
+        return self.expected[0].actor == "human" and self.expected[0].trigger == CANCEL
+
+    async def _decided(self, store: MemoryStore, run: Run, e: Event) -> Step:
+        """The recorded decision `e` made again on the new run."""
+        region = self._lane(self.renames(e.source)) if run.regions else None
+        by = e.by or ""
+        if e.trigger == CANCEL:
+            return await cancel(
+                self.chart, self.run_id, store=store, reason=e.reason, by=by, clock=self.clock
+            )
+        verb = "approved" if e.trigger == "approved" or e.trigger.startswith("approve") else None
+        prefix = f"{e.trigger} by {by}"
+        note = e.reason[len(prefix) + 2 :] if e.reason.startswith(prefix + ": ") else ""
+        if verb is not None:
+            edits = (
+                dict(e.call.arguments)
+                if e.call is not None
+                and isinstance(e.call.arguments, dict)
+                and (e.result or "").startswith("edited arguments")
+                else None
+            )
+            return await approve(
+                self.chart,
+                self.run_id,
+                store=store,
+                by=by,
+                note=note,
+                edits=edits,
+                clock=self.clock,
+                region=region,
+            )
+        return await reject(
+            self.chart,
+            self.run_id,
+            store=store,
+            by=by,
+            reason=note,
+            clock=self.clock,
+            region=region,
+        )
