@@ -313,7 +313,7 @@ def valid_tool_name(name: str) -> str:
 def _args_model(tool_name: str, fn: Callable[..., Any], *, keyed: bool) -> type[BaseModel]:
     sig = inspect.signature(fn)
     try:
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)
     except Exception as exc:
         raise ToolDefinitionError(f"tool '{tool_name}': cannot read type hints: {exc}") from exc
     fields: dict[str, Any] = {}

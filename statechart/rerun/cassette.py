@@ -21,7 +21,7 @@ from statechart.engine.effects import RunTool
 from statechart.records.messages import Reply, Request, ToolCall, Usage
 from statechart.records.run import Event, Run, Status
 
-_THINK = ".think"
+_LOOP = frozenset({"think", "act", "approve"})
 
 
 class Recording(Struct, frozen=True):
@@ -105,8 +105,10 @@ def _fingerprint(call: ToolCall) -> str:
     return fingerprint(call.name, args if isinstance(args, dict) else {"": args})
 
 
-def _owner(leaf: str) -> str:
-    return leaf[: -len(_THINK)] if leaf.endswith(_THINK) else leaf
+def owner_of(leaf: str) -> str:
+    """The model state a step of its loop belongs to (`research` for `research.act`)."""
+    head, _, last = leaf.rpartition(".")
+    return head if last in _LOOP else leaf
 
 
 class Cassette:
@@ -116,26 +118,28 @@ class Cassette:
         self.spec = recording.base.model
         self.replies: dict[str, deque[tuple[int, int, Reply | Exception]]] = defaultdict(deque)
         """Per model state: (visit ordinal, transcript length, reply) in recorded order."""
-        self.results: dict[str, deque[Any]] = defaultdict(deque)
+        self.results: dict[str, deque[tuple[str | None, Any]]] = defaultdict(deque)
+        """Per call as the model sent it: (the fingerprint of the arguments the tool ran
+        with, when it returned; its outcome) in recorded order."""
         self.visits: dict[str, int] = defaultdict(int)
         self.keys: dict[str, int] = {}
         self.miss: Miss | None = None
         self._load(recording.events, renames)
 
     def _load(self, events: Iterable[Event], renames: Renames) -> None:
-        lengths: dict[int, int] = defaultdict(int)
+        lengths: dict[tuple[str, int], int] = defaultdict(int)
         ordinals: dict[str, dict[int, int]] = defaultdict(dict)
         for e in events:
+            owner = renames(owner_of(e.source))
             if e.usage.model_calls and e.visit is not None:
-                owner = renames(_owner(e.source))
                 seen = ordinals[owner]
                 ordinal = seen.setdefault(e.visit, len(seen))
-                self.replies[owner].append((ordinal, lengths[e.visit], self._reply(e, renames)))
+                length = lengths[owner, e.visit]
+                self.replies[owner].append((ordinal, length, self._reply(e, renames)))
             elif e.usage.tool_calls and e.call is not None:
-                key = e.fingerprint or _fingerprint(e.call)
-                self.results[key].append(self._result(e))
+                self.results[_fingerprint(e.call)].append((e.fingerprint, self._result(e)))
             if e.visit is not None:
-                lengths[e.visit] += e.delta
+                lengths[owner, e.visit] += e.delta
 
     @staticmethod
     def _reply(e: Event, renames: Renames) -> Reply | Exception:
@@ -184,10 +188,9 @@ class Cassette:
 
     def tool(self, effect: RunTool) -> Any:
         """The recorded outcome of a call with this fingerprint, or a `Miss` noted."""
-        for key in (effect.fingerprint, _fingerprint(effect.call)):
-            queue = self.results.get(key)
-            if queue:
-                return queue.popleft()
+        queue = self.results.get(_fingerprint(effect.call))
+        if queue and queue[0][0] in (None, effect.fingerprint):
+            return queue.popleft()[1]
         self.miss = Miss(
             "needs_tool",
             effect.call.name,

@@ -19,7 +19,7 @@ from statechart.chart.chart import Chart
 from statechart.engine import CANCEL, CompiledChart, compiled
 from statechart.errors import StatechartError
 from statechart.records.run import Event, Run, Step
-from statechart.rerun.cassette import Cassette, Recording, Renames
+from statechart.rerun.cassette import Cassette, Recording, Renames, owner_of
 from statechart.rerun.verdict import Verdict, classify
 from statechart.runtime.api import start
 from statechart.runtime.current import current
@@ -87,8 +87,8 @@ class Lockstep:
         r = self.renames
         return (
             new.trigger == r.trigger(old.trigger)
-            and new.source == r(old.source)
-            and new.target == r(old.target)
+            and owner_of(new.source) == owner_of(r(old.source))
+            and owner_of(new.target) == owner_of(r(old.target))
             and (new.refused is None) == (old.refused is None)
             and new.exhausted == old.exhausted
             and (new.call is None) == (old.call is None)
@@ -155,7 +155,7 @@ class Lockstep:
                 "diverge",
                 kind="context_refused",
                 seq=0,
-                state=base.state,
+                state=owner_of(base.state),
                 detail=f"the recorded first context does not fit the new chart's context: {exc}",
             )
         with standing_in(self.cassette.tool):

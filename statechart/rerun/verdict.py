@@ -12,7 +12,7 @@ from statechart.chart.names import NEXT_STATE
 from statechart.engine import CompiledChart, go
 from statechart.records.record import Record
 from statechart.records.run import Event
-from statechart.rerun.cassette import Miss, Renames
+from statechart.rerun.cassette import Miss, Renames, owner_of
 
 Outcome = Literal["agree", "diverge", "cannot_say"]
 Kind = Literal[
@@ -71,12 +71,12 @@ def classify(
 ) -> tuple[Kind, str]:
     """The kind of the divergence at `new` (the recorded step there: `old`) and what to
     say of it."""
-    if miss is not None:
-        return ("needs_model" if miss.kind == "needs_model" else "needs_tool"), miss.detail
     if old is not None:
         for path in (renames(old.source), renames(old.target)):
             if path not in compiled_chart.nodes:
-                return "state_missing", _missing(path)
+                return "state_missing", _missing(owner_of(path))
+    if miss is not None:
+        return ("needs_model" if miss.kind == "needs_model" else "needs_tool"), miss.detail
     if new.exhausted is not None and (old is None or old.exhausted != new.exhausted):
         return "budget_exhausted", (
             f"{new.exhausted} is spent at step {new.seq} in '{new.source}'"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Annotated
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
 from statechart import (
     Budget,
@@ -229,3 +230,22 @@ async def test_a_tool_that_changes_its_arguments_does_not_change_a_later_plan() 
     assert again.parsed.items == ["a"]  # type: ignore[attr-defined]
     assert again.arguments == {"items": ["a"]} == planned.arguments
     assert again.fingerprint == planned.fingerprint == fingerprint("collect", {"items": ["a"]})
+
+
+def test_annotated_constraints_and_validators_of_a_parameter_are_kept() -> None:
+    """`Annotated[...]` metadata is the tool's contract: a bound refuses, a validator
+    normalises (what is fingerprinted), a description reaches the model's schema."""
+
+    @tool(retry="safe")
+    def pick(
+        count: Annotated[int, Field(ge=1, description="How many to pick")],
+        code: Annotated[str, AfterValidator(str.upper)],
+    ) -> str:
+        """Pick some."""
+        return f"{count} {code}"
+
+    assert pick.validate({"count": 2, "code": "ab"}) == {"count": 2, "code": "AB"}
+    with pytest.raises(ToolArgumentsError, match="count"):
+        pick.validate({"count": 0, "code": "ab"})
+    schema = pick.args_model.model_json_schema()
+    assert schema["properties"]["count"]["description"] == "How many to pick"
