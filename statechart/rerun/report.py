@@ -156,8 +156,21 @@ async def replay(
     mapping = Renames(renames)
     verdicts = []
     for summary in await selected(store, runs, chart_name=chart_name, since=since):
+        if summary.parent_run is not None:
+            verdicts.append(forked(summary))
+            continue
         verdicts.append(await replay_one(chart, await recording(store, summary), mapping))
     return ReplayReport(chart=chart.name, version=chart.version, verdicts=tuple(verdicts))
+
+
+def forked(summary: RunSummary) -> Verdict:
+    """A fork starts from its parent's state, not from a first context: not replayed."""
+    return Verdict(
+        run_id=summary.run_id,
+        outcome="cannot_say",
+        detail=f"run {summary.run_id} is a fork of {summary.parent_run}: replay the run it "
+        "was forked from",
+    )
 
 
 async def replay_one(chart: Chart, recorded: Recording, renames: Renames) -> Verdict:

@@ -75,7 +75,7 @@ def classify(
         for path in (renames(old.source), renames(old.target)):
             if path not in compiled_chart.nodes:
                 return "state_missing", _missing(owner_of(path))
-    if miss is not None:
+    if miss is not None and _asked_there(new, old, miss):
         return ("needs_model" if miss.kind == "needs_model" else "needs_tool"), miss.detail
     if new.exhausted is not None and (old is None or old.exhausted != new.exhausted):
         return "budget_exhausted", (
@@ -86,6 +86,17 @@ def classify(
     if new.refused is not None and (old is None or old.refused is None):
         return _refusal(compiled_chart, new)
     return "changed", _changed(new, old, renames)
+
+
+def _asked_there(new: Event, old: Event | None, miss: Miss) -> bool:
+    """Whether the recorded run made a call of the same kind at this step, from the same
+    state (so the new run only asks what the record cannot answer); else the step itself
+    is what changed."""
+    if old is None:
+        return True
+    if owner_of(old.source) != owner_of(new.source):
+        return False
+    return bool(old.usage.model_calls if miss.kind == "needs_model" else old.usage.tool_calls)
 
 
 def _refusal(compiled_chart: CompiledChart, new: Event) -> tuple[Kind, str]:
