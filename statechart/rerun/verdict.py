@@ -89,14 +89,14 @@ def classify(
 
 
 def _asked_there(new: Event, old: Event | None, miss: Miss) -> bool:
-    """Whether the recorded run made a call of the same kind at this step, from the same
-    state (so the new run only asks what the record cannot answer); else the step itself
-    is what changed."""
+    """Whether the record was at the same place at this step (for a tool: running a tool
+    there too), so what parts the runs is only what the record cannot answer; else the
+    step itself is what changed."""
     if old is None:
         return True
     if owner_of(old.source) != owner_of(new.source):
         return False
-    return bool(old.usage.model_calls if miss.kind == "needs_model" else old.usage.tool_calls)
+    return miss.kind == "needs_model" or bool(old.usage.tool_calls)
 
 
 def _refusal(compiled_chart: CompiledChart, new: Event) -> tuple[Kind, str]:
