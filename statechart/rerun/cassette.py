@@ -129,17 +129,25 @@ class Cassette:
     def _load(self, events: Iterable[Event], renames: Renames) -> None:
         lengths: dict[tuple[str, int], int] = defaultdict(int)
         ordinals: dict[str, dict[int, int]] = defaultdict(dict)
+        current: dict[str, int] = {}
         for e in events:
             owner = renames(owner_of(e.source))
-            if e.usage.model_calls and e.visit is not None:
+            if e.visit is not None:
+                current[owner] = e.visit
+            if e.usage.model_calls:
+                # a failed call that ended the visit carries no visit: it is the current one
+                visit = e.visit if e.visit is not None else current.get(owner, -e.seq)
                 seen = ordinals[owner]
-                ordinal = seen.setdefault(e.visit, len(seen))
-                length = lengths[owner, e.visit]
+                ordinal = seen.setdefault(visit, len(seen))
+                length = lengths[owner, visit]
                 self.replies[owner].append((ordinal, length, self._reply(e, renames)))
             elif e.usage.tool_calls and e.call is not None:
                 self.results[_fingerprint(e.call)].append((e.fingerprint, self._result(e)))
             if e.visit is not None:
                 lengths[owner, e.visit] += e.delta
+            entering = renames(owner_of(e.target))
+            if entering in e.entered or renames(e.target) in e.entered:
+                current[entering] = e.seq  # a new visit, keyed by the seq that entered it
 
     @staticmethod
     def _reply(e: Event, renames: Renames) -> Reply | Exception:
