@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads bench-streaming bench-regions clean
+.PHONY: demo test lint soak bench-scaling bench-ui bench bench-durable bench-all bench-mining bench-instructions bench-breakdown bench-event-table bench-tracing bench-threads bench-streaming bench-regions bench-replay clean
 
 $(BIN)/python: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -60,6 +60,9 @@ bench-streaming: $(BIN)/python   # about 5 minutes, needs valgrind; framework co
 
 bench-regions: $(BIN)/python   # about a minute; a parallel state's cost per transition
 	$(BIN)/python benchmarks/regions.py
+
+bench-replay: $(BIN)/python   # about two minutes; 10,000 recorded runs replayed against their chart
+	$(BIN)/python benchmarks/replay.py
 
 bench-event-table: $(BIN)/python   # about half a minute; WAL frames per commit by table shape
 	$(BIN)/python benchmarks/event_table.py

@@ -106,3 +106,9 @@ def test_regions_benchmark_runs_small_and_both_charts_make_the_same_calls(tmp_pa
     result = benchmark("regions.py", "--calls", "5", "--rounds", "1", out=tmp_path / "r.json")
     assert result["transitions"] == {"sequential": 32, "parallel": 37}  # + entry, 3 ends, join
     assert set(result["ratio_parallel_to_sequential"]) == {"memory", "sqlite"}
+
+
+def test_replay_benchmark_runs_small_and_every_run_agrees(tmp_path: Path) -> None:
+    found = benchmark("replay.py", "--runs", "20", out=tmp_path / "replay.json")
+    assert found["runs"] == 20 and found["steps_per_run"] == 20
+    assert found["replay_seconds"] > 0 and found["seconds_for_10000_runs"] > 0
