@@ -191,5 +191,10 @@ class SchemaVersionError(StoreError):
     """The database was written by a newer schema than this package knows."""
 
 
+class CassetteError(StatechartError):
+    """A test's cassette cannot answer what the run asks (the chart or the test changed
+    since it was recorded), or its file is not a cassette: record it again."""
+
+
 class TracingConfigError(StatechartError):
     """The `OTEL_*` variables ask for an exporter or protocol that cannot be set up here."""
