@@ -95,9 +95,9 @@ class Lockstep:
             and (new.call is None or old.call is None or new.call.name == old.call.name)
         )
 
-    def matched(self, step: Step) -> Verdict | None:
-        """None when `step` agrees with the recorded step of its place; else the verdict."""
-        new = step.event
+    def matched(self, new: Event) -> Verdict | None:
+        """None when the new run's event `new` agrees with the recorded step of its place;
+        else the verdict."""
         lane = self._lane(new.source)
         at = next(
             (i for i, e in enumerate(self.expected) if self._lane(self.renames(e.source)) == lane),
@@ -173,7 +173,7 @@ class Lockstep:
             )
             async with contextlib.aclosing(steps):
                 async for step in steps:
-                    verdict = self.matched(step)
+                    verdict = self.matched(step.event)
                     if verdict is not None:
                         return verdict
                     if self.expected and self._cancel_next():
@@ -202,7 +202,7 @@ class Lockstep:
                     detail=f"a person's recorded decision ({nxt.trigger} by {nxt.by}) does not "
                     f"apply to the new run: {exc}",
                 )
-            verdict = self.matched(step)
+            verdict = self.matched(step.event)
             if verdict is not None:
                 return verdict
 

@@ -16,8 +16,8 @@ from statechart.errors import CassetteError
 from statechart.models.base import Model
 from statechart.records.codec import convert, to_dict
 from statechart.records.run import Event, Run
-from statechart.rerun.cassette import Cassette as Tape
 from statechart.rerun.cassette import Recording, Renames
+from statechart.rerun.lockstep import Lockstep
 from statechart.runtime.api import approve, reject, resume, run_to_end, start
 from statechart.runtime.stand_in import standing_in
 from statechart.store.memory import MemoryStore
@@ -40,7 +40,8 @@ class Cassette:
         self.recording = record if record is not None else not path.exists()
         self.store = MemoryStore()
         self._recorded: list[dict[str, Any]] = [] if self.recording else self._read()
-        self._tapes: dict[str, Tape] = {}
+        self._tapes: dict[str, Lockstep] = {}
+        self._models: dict[str, Model] = {}
         self._made: list[str] = []
         self.saved = False
 
@@ -73,6 +74,7 @@ class Cassette:
             run = await start(chart, store=self.store, model=model, context=context)
             run = await run_to_end(chart, run, store=self.store, model=model)
             self._made.append(run.run_id)
+            self._models[run.run_id] = model
             return await self._ran(chart, run)
         index = len(self._made)
         if index >= len(self._recorded):
@@ -80,14 +82,14 @@ class Cassette:
                 f"{self.path} holds {len(self._recorded)} run(s); the test starts one more: "
                 "record it again with pytest --statechart-record"
             )
-        tape, base = self._tape(self._recorded[index])
+        lock = self._tape(chart, self._recorded[index])
+        base, tape = lock.recording.base, lock.cassette
         self._made.append(base.run_id)
         given = context if context is not None else base.context
         run = await start(chart, store=self.store, model=tape, context=given, run_id=base.run_id)
         with standing_in(tape.tool):
             run = await run_to_end(chart, run, store=self.store, model=tape)
-        self._check(tape, run)
-        return await self._ran(chart, run)
+        return await self._checked(lock, chart, run)
 
     async def approve(
         self,
@@ -109,32 +111,45 @@ class Cassette:
 
     async def _resumed(self, chart: Chart, ran: Ran) -> Ran:
         run_id = ran.run.run_id
-        tape = self._tapes.get(run_id)
-        if tape is None:
-            run = await resume(chart, run_id, store=self.store)
-        else:
-            with standing_in(tape.tool):
-                run = await resume(chart, run_id, store=self.store, model=tape)
-            self._check(tape, run)
-        return await self._ran(chart, run)
+        lock = self._tapes.get(run_id)
+        if lock is None:
+            run = await resume(chart, run_id, store=self.store, model=self._models.get(run_id))
+            return await self._ran(chart, run)
+        with standing_in(lock.cassette.tool):
+            run = await resume(chart, run_id, store=self.store, model=lock.cassette)
+        return await self._checked(lock, chart, run)
 
-    def _tape(self, recorded: dict[str, Any]) -> tuple[Tape, Run]:
+    def _tape(self, chart: Chart, recorded: dict[str, Any]) -> Lockstep:
         try:
             base = convert(Run, recorded["base"])
             events = tuple(convert(Event, e) for e in recorded["events"])
         except (KeyError, TypeError, msgspec.ValidationError) as exc:
             raise CassetteError(f"{self.path}: a recorded run does not read ({exc})") from None
-        tape = Tape(Recording(base=base, events=events, status="ended"), Renames())
-        self._tapes[base.run_id] = tape
-        return tape, base
+        lock = Lockstep(chart, Recording(base=base, events=events, status="ended"), Renames())
+        self._tapes[base.run_id] = lock
+        return lock
 
-    def _check(self, tape: Tape, run: Run) -> None:
-        if tape.miss is not None:
+    async def _checked(self, lock: Lockstep, chart: Chart, run: Run) -> Ran:
+        """The run, once each of its new steps agrees with its recording; else a
+        `CassetteError` saying where and why they part."""
+        ran = await self._ran(chart, run)
+        for event in ran.events[lock.agreed :]:
+            verdict = lock.matched(event)
+            if verdict is not None:
+                raise CassetteError(
+                    f"{self.path}: run {run.run_id} parts from its recording at step "
+                    f"{verdict.seq} in '{verdict.state}' ({verdict.kind}): {verdict.detail}. "
+                    "The chart or the test changed since it was recorded: record it again "
+                    "with pytest --statechart-record"
+                )
+        left = [e for e in lock.expected if e.actor != "human"]
+        if run.status == "ended" and left:
             raise CassetteError(
-                f"{self.path}: {tape.miss.detail} (the run is now in '{run.state}'); the chart "
-                "or the test changed since it was recorded: record it again with pytest "
-                "--statechart-record"
+                f"{self.path}: run {run.run_id} ended in '{run.state}' at step {run.seq}, "
+                f"where its recording went on ({left[0].source} -> {left[0].target}): record "
+                "it again with pytest --statechart-record"
             )
+        return ran
 
     async def _ran(self, chart: Chart, run: Run) -> Ran:
         events = tuple(await self.store.events(run.run_id))
