@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TEST_FILE = '''
+TEST_FILE = """
 from pathlib import Path
 
 import pytest
@@ -72,7 +72,7 @@ def test_fixtures(memory_store, scripted_model):
     model = scripted_model(sc.reply(sc.call("next_state", target="done")))
     run = sc.run_sync(chart, store=memory_store, model=model)
     assert run.state == "done"
-'''
+"""
 
 
 def pytest_in(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
