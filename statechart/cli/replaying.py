@@ -60,6 +60,14 @@ def replay_command(
         list[str] | None,
         typer.Option("--rename", help="OLD=NEW: a state renamed since the runs (repeatable)."),
     ] = None,
+    run_handlers: Annotated[
+        bool,
+        typer.Option(
+            "--run-handlers",
+            help="Run code states' handlers again (they may do I/O) instead of serving "
+            "their recorded decisions.",
+        ),
+    ] = False,
     db: Db = DB_DEFAULT,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
@@ -89,6 +97,7 @@ def replay_command(
                 chart_name=name,
                 since=after,
                 renames=mapping,
+                run_handlers=run_handlers,
             )
         finally:
             await _close(store)

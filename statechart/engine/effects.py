@@ -69,6 +69,8 @@ class RunHandler(Struct, frozen=True):
 
     state: State
     context: BaseModel
+    path: str = ""
+    """The code state's path (`review`, `explore.check`)."""
 
 
 class Exhaust(Struct, frozen=True):
@@ -187,7 +189,7 @@ def _plan_state(compiled_chart: CompiledChart, run: Run, session: Session) -> Ef
             context = typed_context(compiled_chart, leaf, context_at(compiled_chart, run, leaf))
         except ValidationError as exc:
             return Escalate(f"the context does not fit code state '{leaf}': {exc}")
-        return RunHandler(state, context)
+        return RunHandler(state, context, leaf)
     return Wait(run.reason) if state.kind == "approval" else Ended()
 
 

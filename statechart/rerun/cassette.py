@@ -15,11 +15,13 @@ from typing import Any
 
 from msgspec import Struct
 
+from statechart.chart.chart import Decision
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import fingerprint
-from statechart.engine.effects import RunTool
+from statechart.engine.effects import RunHandler, RunTool
 from statechart.records.messages import Reply, Request, ToolCall, Usage
 from statechart.records.run import Event, Run, Status
+from statechart.runtime.stand_in import RUN
 
 _LOOP = frozenset({"think", "act", "approve"})
 
@@ -114,7 +116,9 @@ def owner_of(leaf: str) -> str:
 class Cassette:
     """The model and the tool stand-in of one replay (`spec` is the recorded run's model)."""
 
-    def __init__(self, recording: Recording, renames: Renames) -> None:
+    def __init__(
+        self, recording: Recording, renames: Renames, *, run_handlers: bool = False
+    ) -> None:
         self.spec = recording.base.model
         self.replies: dict[str, deque[tuple[int, int, Reply | Exception]]] = defaultdict(deque)
         """Per model state: (visit ordinal, transcript length, reply) in recorded order."""
@@ -123,6 +127,10 @@ class Cassette:
         with, when it returned; its outcome) in recorded order."""
         self.visits: dict[str, int] = defaultdict(int)
         self.keys: dict[str, int] = {}
+        self.decisions: dict[str, deque[Any]] = defaultdict(deque)
+        """Per code state: what its handler decided (or raised) each time, in order; `RUN`
+        where the record cannot say (the decision was refused): the handler runs."""
+        self.run_handlers = run_handlers
         self.miss: Miss | None = None
         self._load(recording.events, renames)
 
@@ -143,10 +151,12 @@ class Cassette:
                 self.replies[owner].append((ordinal, length, self._reply(e, renames)))
             elif e.usage.tool_calls and e.call is not None:
                 self.results[_fingerprint(e.call)].append((e.fingerprint, self._result(e)))
+            elif e.actor == "code" and e.call is None and owner_of(e.source) == e.source:
+                self.decisions[renames(e.source)].append(self._decision(e, renames))
             if e.visit is not None:
                 lengths[owner, e.visit] += e.delta
             entering = renames(owner_of(e.target))
-            if entering in e.entered or renames(e.target) in e.entered:
+            if entering in e.entered:
                 current[entering] = e.seq  # a new visit, keyed by the seq that entered it
 
     @staticmethod
@@ -164,6 +174,20 @@ class Cassette:
             ),
             model=e.model or "",
         )
+
+    @staticmethod
+    def _decision(e: Event, renames: Renames) -> Any:
+        """A code state's recorded outcome: its `Decision` rebuilt, the exception it
+        raised, or `RUN` (a refused decision, whose target the record does not keep)."""
+        if e.error is not None and not e.error.startswith("InvalidDecision"):
+            return failure(e.error)
+        if not e.trigger.startswith("go:") or e.refused is not None:
+            return RUN
+        prefix = e.source.rpartition(".")[0]
+        target = renames(e.trigger[3:])
+        if prefix and target.startswith(prefix + "."):
+            target = target[len(prefix) + 1 :]
+        return Decision(target, dict(e.patch), reason=e.reason)
 
     @staticmethod
     def _result(e: Event) -> Any:
@@ -193,6 +217,16 @@ class Cassette:
             f"{len(request.transcript)} message(s)), a request the recorded run never made",
         )
         raise _Unseen(self.miss.detail)
+
+    def answer(self, effect: RunTool | RunHandler) -> Any:
+        """The stand-in of a drive: a tool call's recorded outcome; a handler's recorded
+        decision (or `RUN`: no record of it, or `run_handlers`)."""
+        if isinstance(effect, RunTool):
+            return self.tool(effect)
+        if self.run_handlers:
+            return RUN
+        queue = self.decisions.get(effect.path)
+        return queue.popleft() if queue else RUN
 
     def tool(self, effect: RunTool) -> Any:
         """The recorded outcome of a call with this fingerprint, or a `Miss` noted."""

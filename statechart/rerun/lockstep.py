@@ -61,12 +61,19 @@ def lane_of(path: str, parallel: tuple[str, ...]) -> str | None:
 class Lockstep:
     """The comparison of one replay: the recorded steps still to meet, and the verdict."""
 
-    def __init__(self, chart: Chart, recording: Recording, renames: Renames) -> None:
+    def __init__(
+        self,
+        chart: Chart,
+        recording: Recording,
+        renames: Renames,
+        *,
+        run_handlers: bool = False,
+    ) -> None:
         self.chart = chart
         self.compiled_chart = compiled(chart)
         self.recording = recording
         self.renames = renames
-        self.cassette = Cassette(recording, renames)
+        self.cassette = Cassette(recording, renames, run_handlers=run_handlers)
         self.expected = [e for e in recording.events if e.trigger not in ENVIRONMENT]
         self.parallel = lanes(self.compiled_chart)
         self.clock = _Clock(recording.base.created_at)
@@ -158,7 +165,7 @@ class Lockstep:
                 state=owner_of(base.state),
                 detail=f"the recorded first context does not fit the new chart's context: {exc}",
             )
-        with standing_in(self.cassette.tool):
+        with standing_in(self.cassette.answer):
             return await self._driven(store)
 
     async def _driven(self, store: MemoryStore) -> Verdict:

@@ -132,9 +132,10 @@ async def replay(
     chart_name: str | None = None,
     since: float | None = None,
     renames: Mapping[str, str] | None = None,
+    run_handlers: bool = False,
 ) -> ReplayReport:
-    """Re-drive recorded runs against `chart`, their model replies and tool results the
-    cassette: no model and no tool is called (code states' handlers and guards run).
+    """Re-drive recorded runs against `chart`, their model replies, tool results and code
+    states' decisions the cassette: no model, no tool, no handler is called (guards run).
 
     Args:
         chart: The chart to check, usually a changed version of the runs' own.
@@ -145,6 +146,8 @@ async def replay(
         since: Only runs created at or after this time (epoch seconds).
         renames: State paths of the recorded chart mapped onto `chart`'s
             (`{"research": "study"}`): the replay's migration for renamed states.
+        run_handlers: Run code states' handlers again instead of serving what they
+            decided in the record (to check a changed handler; they may do I/O).
 
     Returns:
         A verdict per run: `agree`, `diverge` (the kind, the seq and the state where it
@@ -159,7 +162,8 @@ async def replay(
         if summary.parent_run is not None:
             verdicts.append(forked(summary))
             continue
-        verdicts.append(await replay_one(chart, await recording(store, summary), mapping))
+        recorded = await recording(store, summary)
+        verdicts.append(await replay_one(chart, recorded, mapping, run_handlers=run_handlers))
     return ReplayReport(chart=chart.name, version=chart.version, verdicts=tuple(verdicts))
 
 
@@ -173,9 +177,11 @@ def forked(summary: RunSummary) -> Verdict:
     )
 
 
-async def replay_one(chart: Chart, recorded: Recording, renames: Renames) -> Verdict:
+async def replay_one(
+    chart: Chart, recorded: Recording, renames: Renames, *, run_handlers: bool = False
+) -> Verdict:
     """The verdict of one recorded run replayed against `chart`."""
-    return await Lockstep(chart, recorded, renames).run()
+    return await Lockstep(chart, recorded, renames, run_handlers=run_handlers).run()
 
 
 def merged(reports: Iterable[ReplayReport]) -> ReplayReport:

@@ -58,7 +58,7 @@ from statechart.runtime.lineage import Migration
 from statechart.runtime.live import Callback, Sink
 from statechart.runtime.observer import Observer
 from statechart.runtime.parallel import Phase, in_regions, region_step
-from statechart.runtime.stand_in import STAND_IN
+from statechart.runtime.stand_in import RUN, STAND_IN
 from statechart.store.base import DEFAULT_LEASE_TTL, Lease, Store
 
 Clock = Callable[[], float]
@@ -235,6 +235,11 @@ async def _perform(effect: Any, model: Model, context: ToolContext | None = None
             return out
         if isinstance(effect, RunHandler):
             assert effect.state.handler is not None
+            answer = STAND_IN.get()
+            if answer is not None:
+                found = answer(effect)
+                if found is not RUN:
+                    return found
             return await threads.call(effect.state.handler, effect.context)
     except Exception as exc:
         return exc

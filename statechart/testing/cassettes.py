@@ -87,7 +87,7 @@ class Cassette:
         self._made.append(base.run_id)
         given = context if context is not None else base.context
         run = await start(chart, store=self.store, model=tape, context=given, run_id=base.run_id)
-        with standing_in(tape.tool):
+        with standing_in(tape.answer):
             run = await run_to_end(chart, run, store=self.store, model=tape)
         return await self._checked(lock, chart, run)
 
@@ -115,7 +115,7 @@ class Cassette:
         if lock is None:
             run = await resume(chart, run_id, store=self.store, model=self._models.get(run_id))
             return await self._ran(chart, run)
-        with standing_in(lock.cassette.tool):
+        with standing_in(lock.cassette.answer):
             run = await resume(chart, run_id, store=self.store, model=lock.cassette)
         return await self._checked(lock, chart, run)
 

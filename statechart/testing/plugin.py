@@ -28,6 +28,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+FAILED = pytest.StashKey[bool]()
+"""Set on a test whose call failed."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Note on the test whether its call failed: a failed test's recording is not kept."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
 @pytest.fixture
 def memory_store() -> MemoryStore:
     """A fresh in-memory store."""
@@ -54,9 +67,10 @@ def cassette_path(test_file: Path, test_name: str) -> Path:
 @pytest.fixture
 def statechart_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     """The test's cassette: replayed when its file exists, else (or with
-    `--statechart-record`) recorded and written when the test ends."""
+    `--statechart-record`) recorded and written when the test passes."""
     path = cassette_path(Path(str(request.node.path)), request.node.name)
     again = bool(request.config.getoption("--statechart-record"))
     cassette = Cassette(path, record=True if again else None)
     yield cassette
-    anyio.run(cassette.save)
+    if not request.node.stash.get(FAILED, False):
+        anyio.run(cassette.save)

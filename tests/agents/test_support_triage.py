@@ -11,6 +11,13 @@ from types import ModuleType
 import pytest
 
 from statechart import SQLiteStore, approve, call, reply, run_to_end
+from statechart.testing import (
+    Cassette,
+    assert_called,
+    assert_not_called,
+    assert_path,
+    assert_within_budget,
+)
 from tests.support.cli import AGENT, FAILED, TICKET, WAITING, run_cli, waiting_id
 from tests.support.helpers import run_script, tool_results
 
@@ -153,3 +160,18 @@ def test_approving_from_another_directory_sends_into_the_same_helpdesk(tmp_path:
     assert not (b / "helpdesk.db").exists(), "a second helpdesk appeared where approve ran"
     replies = sqlite3.connect(a / "helpdesk.db").execute("SELECT text FROM replies").fetchall()
     assert len(replies) == 1
+
+
+async def test_the_demo_path_from_its_cassette(statechart_cassette: Cassette) -> None:
+    """The testing kit on the reference agent: recorded once, replayed with no model and
+    no tool (the cassette lives in tests/agents/cassettes/)."""
+    agent = load_agent("support_triage")
+    model = agent.demo_model()
+    ran = await statechart_cassette.run(agent.chart, model=model, context={"ticket_id": "T-1001"})
+    assert ran.status == "waiting"
+    assert_not_called(ran, "send_reply")  # it waits for a person first
+    ran = await statechart_cassette.approve(agent.chart, ran, by="dana")
+    assert_path(ran, ["intake", "research", "draft", "review", "send", "done"])
+    assert_called(ran, "send_reply", once=True)
+    assert_called(ran, "search_kb", once=True)
+    assert_within_budget(ran)

@@ -116,12 +116,6 @@ CHANGES: dict[str, tuple[dict[str, Any], str, int | None, str | None]] = {
     "state renamed": ({"intake_name": "triage"}, "state_missing", 1, "triage"),
     "tool normalises its arguments": ({"tool": lookup_v2}, "needs_tool", 2, "intake"),
     "context grew a field": ({"context": Stricter}, "context_refused", 0, "intake"),
-    "handler decides otherwise": (
-        {"review": sc.State("review", kind="code", handler=check_again, writes=("checked",))},
-        "changed",
-        5,
-        "review",
-    ),
     "code state became a model state": (
         {
             "review": sc.State(
@@ -162,6 +156,17 @@ async def test_each_change_is_reported_with_its_kind_and_step(change: str) -> No
     assert verdict.agreed == (seq - 1 if seq else 0)
     assert report.counts() == {f"diverge:{kind}": 1}
     assert CALLS == []  # no tool ran, whatever the chart
+
+
+async def test_a_changed_handler_diverges_only_when_handlers_run_again() -> None:
+    store, _ = await recorded()
+    review = sc.State("review", kind="code", handler=check_again, writes=("checked",))
+    changed = chart(review=review)
+    (served,) = (await sc.replay(changed, store=store)).verdicts
+    assert served.outcome == "agree"  # its recorded decision is served: the handler never ran
+    (ran,) = (await sc.replay(changed, store=store, run_handlers=True)).verdicts
+    assert (ran.outcome, ran.kind, ran.seq, ran.state) == ("diverge", "changed", 5, "review")
+    assert "review -> intake.think" in ran.detail and "review -> done" in ran.detail
 
 
 async def test_a_rename_given_as_a_mapping_agrees() -> None:

@@ -1,7 +1,8 @@
 """Hypothesis: any recorded run of a random chart (nested levels, guards, handlers, tools
 that fail, retry, need approval or carry keys, a model that errs and misbehaves, people
 approving, rejecting, cancelling), replayed against the same chart, agrees with its record
-to the end, step for step."""
+to the end, step for step: with the handlers' recorded decisions served, and with the
+handlers run again."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from tests.engine.test_properties import (
     event_bound,
 )
 from tests.support.strategies import ChartOptions, charts
+
+
+LOOP = ("think", "act", "approve")
 
 
 class Taped(World):
@@ -84,11 +88,26 @@ def test_a_recorded_random_run_replayed_against_its_chart_agrees(data: st.DataOb
             end = await run_to_end(chart, run.run_id, store=store, model=model, clock=lambda: 0.0)
         events = await store.events(run.run_id)
         note(", ".join(f"{e.seq}:{e.trigger}:{e.source}->{e.target}" for e in events))
+        decided = list(world.tape)
+        handled = [  # one event per handler call, in order
+            e
+            for e in events
+            if e.actor == "code" and e.call is None and e.source.split(".")[-1] not in LOOP
+        ]
+        assert len(handled) == len(decided)
         world.replaying = True
-        report = await replay(chart, store=store)
-        (verdict,) = report.verdicts
-        assert verdict.outcome == "agree", verdict
-        assert verdict.agreed == len(events)
-        assert world.tape == []  # every handler decision was asked for again
+        # a refused decision's target is not recorded: that handler (and only it) runs again
+        world.tape = [
+            d
+            for d, e in zip(decided, handled, strict=True)
+            if e.refused is not None or (e.error or "").startswith("InvalidDecision")
+        ]
+        (served,) = (await replay(chart, store=store)).verdicts
+        assert (served.outcome, served.agreed) == ("agree", len(events)), served
+        assert world.tape == []
+        world.tape = list(decided)
+        (ran,) = (await replay(chart, store=store, run_handlers=True)).verdicts
+        assert (ran.outcome, ran.agreed) == ("agree", len(events)), ran
+        assert world.tape == []  # each handler ran again, deciding as it did
 
     anyio.run(main)

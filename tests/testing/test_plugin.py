@@ -1,7 +1,7 @@
 """The pytest plugin as a user meets it: a test file in a fresh directory, run by pytest
 in its own process. The first run records the cassette (the model and the tool are
-called), the next ones replay it (neither is), `--statechart-record` records again, and a
-changed chart fails with what to do."""
+called), the next ones replay it (neither is), `--statechart-record` records again, a
+changed chart fails with what to do, and a failed test keeps no recording."""
 
 from __future__ import annotations
 
@@ -68,6 +68,11 @@ async def test_refund(statechart_cassette):
     assert ran.run.pending == () and "refunded 15" in str(ran.events[-3].result)
 
 
+async def test_broken(statechart_cassette):
+    await statechart_cassette.run(chart, model=sc.FunctionModel(policy, spec="policy"))
+    assert False, "broken on purpose"
+
+
 def test_fixtures(memory_store, scripted_model):
     model = scripted_model(sc.reply(sc.call("next_state", target="done")))
     run = sc.run_sync(chart, store=memory_store, model=model)
@@ -94,7 +99,11 @@ def calls(where: Path) -> list[str]:
 
 def test_record_once_replay_after_record_again_and_a_changed_chart_fails(tmp_path: Path) -> None:
     (tmp_path / "test_refund.py").write_text(TEST_FILE.replace("(TOOLS)", "(refund,)"))
-    first = pytest_in(tmp_path)
+    broken = pytest_in(tmp_path, "-k", "broken")
+    assert broken.returncode == 1 and "broken on purpose" in broken.stdout
+    assert not (tmp_path / "cassettes").exists()  # a failed test's recording is not kept
+    (tmp_path / "calls.log").unlink()
+    first = pytest_in(tmp_path, "-k", "not broken")
     assert first.returncode == 0, first.stdout + first.stderr
     assert calls(tmp_path) == ["model resolve", "tool A-7 15", "model resolve"]
     cassette = tmp_path / "cassettes" / "test_refund.test_refund.json"
@@ -102,16 +111,16 @@ def test_record_once_replay_after_record_again_and_a_changed_chart_fails(tmp_pat
     assert doc["statechart_cassette"] == 1 and len(doc["runs"]) == 1
     assert [e["trigger"] for e in doc["runs"][0]["events"]][-2:] == ["propose", "go:done"]
 
-    again = pytest_in(tmp_path)
+    again = pytest_in(tmp_path, "-k", "not broken")
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(calls(tmp_path)) == 3  # replayed: no model, no tool
 
-    recorded = pytest_in(tmp_path, "--statechart-record")
+    recorded = pytest_in(tmp_path, "--statechart-record", "-k", "not broken")
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     assert len(calls(tmp_path)) == 6  # recorded again: both called once more
 
     (tmp_path / "test_refund.py").write_text(TEST_FILE.replace("(TOOLS)", "()"))
-    changed = pytest_in(tmp_path, "-k", "test_refund")
+    changed = pytest_in(tmp_path, "-k", "not broken and not test_fixtures")
     assert changed.returncode == 1
     assert "CassetteError" in changed.stdout and "--statechart-record" in changed.stdout
     assert len(calls(tmp_path)) == 6
