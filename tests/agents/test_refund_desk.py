@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from types import ModuleType
 
+import pytest
+
+from statechart.io.loading import load_module
+from statechart.testing import (
+    Cassette,
+    assert_called,
+    assert_not_called,
+    assert_path,
+    assert_within_budget,
+)
 from tests.cli.test_cli import ROOT, cli
 from tests.support.cli import FAILED, ORDER, WAITING, run_cli, waiting_id
 
@@ -61,3 +72,43 @@ def test_the_refund_desk_demo_works_more_than_once_in_a_directory(tmp_path: Path
     second = waiting_id(run_cli(tmp_path, "run", DESK, "--input", other, code=WAITING).stdout)
     assert "ended in 'done'" in run_cli(tmp_path, "approve", second).stdout
     assert sorted(row[1:] for row in bank(tmp_path)) == [("A-7", 2000), ("A-8", 2000)]
+
+
+@pytest.fixture
+def desk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The refund desk agent, its bank in a scratch directory."""
+    module = load_module(ROOT / "agents" / "refund_desk.py")
+    monkeypatch.setattr(module, "BANK", str(tmp_path / "refund_bank.db"))
+    return module
+
+
+@pytest.mark.anyio
+async def test_one_keyed_refund_after_approval_from_its_cassette(
+    statechart_cassette: Cassette, desk: ModuleType
+) -> None:
+    """The testing kit on the reference agent: the demo recorded once (the bank written
+    then), replayed with no model, no tool and no handler (the verify step's bank read
+    is served from the record)."""
+    ran = await statechart_cassette.run(
+        desk.chart, model=desk.demo_model(), context={"order_id": "A-7"}
+    )
+    assert ran.state == "resolve.approve"
+    assert_not_called(ran, "issue_refund")
+    ran = await statechart_cassette.approve(desk.chart, ran, by="cfo", edits={"amount_cents": 1500})
+    assert ran.state == "done"
+    assert_path(ran, ["classify", "gather", "resolve", "verify", "done"])
+    assert_called(ran, "issue_refund", once=True)
+    assert_within_budget(ran)
+
+
+@pytest.mark.anyio
+async def test_a_rejected_refund_from_its_cassette(
+    statechart_cassette: Cassette, desk: ModuleType
+) -> None:
+    ran = await statechart_cassette.run(
+        desk.chart, model=desk.demo_model(), context={"order_id": "A-7"}
+    )
+    ran = await statechart_cassette.reject(desk.chart, ran, by="cfo", reason="not our error")
+    assert ran.state == "failed"
+    assert_not_called(ran, "issue_refund")
+    assert_path(ran, ["classify", "gather", "resolve", "verify", "failed"])
