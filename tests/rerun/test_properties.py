@@ -25,7 +25,6 @@ from tests.engine.test_properties import (
 )
 from tests.support.strategies import ChartOptions, charts
 
-
 LOOP = ("think", "act", "approve")
 
 
