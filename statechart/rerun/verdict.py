@@ -6,7 +6,7 @@ guards and tools) at the first step where the new run and the recorded one part.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from statechart.chart.names import NEXT_STATE
 from statechart.engine import CompiledChart, go
@@ -27,18 +27,7 @@ Kind = Literal[
     "context_refused",
     "changed",
 ]
-KINDS: tuple[Kind, ...] = (
-    "call_not_allowed",
-    "arguments_refused",
-    "edge_illegal",
-    "guard_refused",
-    "budget_exhausted",
-    "state_missing",
-    "needs_model",
-    "needs_tool",
-    "context_refused",
-    "changed",
-)
+KINDS: tuple[Kind, ...] = get_args(Kind)
 """Every kind of divergence, in the order the summary lists them."""
 
 
