@@ -10,6 +10,7 @@ from statechart.chart.chart import Chart
 from statechart.engine import compiled
 from statechart.records.run import Event, Run
 from statechart.records.spent import spent_of
+from statechart.store.base import Store
 
 COUNTED = ("steps", "model_calls", "tool_calls")
 """Kinds no run may pass at all: a call that would pass them never starts."""
@@ -24,6 +25,11 @@ class Ran:
     events: tuple[Event, ...]
     chart: Chart
     runs: tuple[Run, ...] = field(default=(), repr=False)
+
+    @classmethod
+    async def read(cls, chart: Chart, run: Run, store: Store) -> Ran:
+        """`run` (from `run_sync`, `run_to_end`, ...) with its events read from `store`."""
+        return cls(run=run, events=tuple(await store.events(run.run_id)), chart=chart)
 
     @property
     def state(self) -> str:

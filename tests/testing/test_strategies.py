@@ -56,8 +56,9 @@ def test_a_chart_holds_whatever_the_model_says(triage: sc.Chart, data: st.DataOb
     store = sc.MemoryStore()
     run = sc.run_sync(triage, store=store, model=model, context={"ticket_id": "T-1001"})
     assert run.status in ("ended", "waiting")
-    events = tuple(anyio.run(store.events, run.run_id))
-    assert_within_budget(Ran(run=run, events=events, chart=triage))
+    ran = anyio.run(Ran.read, triage, run, store)
+    events = ran.events
+    assert_within_budget(ran)
     tables = compiled(triage)
     legal = {(t.source, t.dest) for t in tables.transitions}
     for e in events:
