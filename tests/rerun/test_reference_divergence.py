@@ -37,7 +37,6 @@ def renamed(chart: sc.Chart, old: str, new: str) -> sc.Chart:
 
 
 def changes(chart: sc.Chart, agent: Any) -> dict[str, tuple[sc.Chart, str, int, str]]:
-    review = chart.state_map["review"]
     return {
         "a tool dropped": (
             chart.with_tools("research", agent.search_kb),
