@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from statechart.cli.app import DB_DEFAULT, Db, _close, _existing, _run, app
-from statechart.cli.exits import DIVERGED, OK, USAGE_ERROR, error
+from statechart.cli.exits import DIVERGED, OK, USAGE_ERROR, error, say
 from statechart.io.loading import load_chart
 from statechart.rerun import replay
 
@@ -102,6 +102,8 @@ def replay_command(
         finally:
             await _close(store)
         typer.echo(report.json() if as_json else report.table())
+        if not report.verdicts:
+            say("warning: no recorded run matched; nothing was replayed", err=True)
         return OK if report.ok else DIVERGED
 
     raise typer.Exit(_run(go))

@@ -9,12 +9,14 @@ answer it notes as a `Miss`: the replay's divergence point.
 
 from __future__ import annotations
 
+import builtins
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from msgspec import Struct
 
+from statechart import errors
 from statechart.chart.chart import Decision
 from statechart.chart.names import NEXT_STATE
 from statechart.chart.tools import fingerprint
@@ -64,16 +66,29 @@ class Renames:
             return "go:" + self(trigger[3:])
         return trigger
 
-    def call(self, call: ToolCall) -> ToolCall:
-        """A `next_state` call with its target renamed; any other call as it is."""
+    def target(self, target: str, owner: str) -> str:
+        """A `next_state` target named in state `owner` of the recorded chart (a sibling's
+        name, relative to the chart `owner` is in), as the new chart names it."""
+        parent = owner.rpartition(".")[0]
+        full = f"{parent}.{target}" if parent else target
+        renamed = self(full)
+        if renamed == full:
+            return target
+        new_parent = self(owner).rpartition(".")[0]
+        if new_parent and renamed.startswith(new_parent + "."):
+            return renamed[len(new_parent) + 1 :]
+        return renamed
+
+    def call(self, call: ToolCall, owner: str = "") -> ToolCall:
+        """A `next_state` call made in state `owner` with its target renamed; any other
+        call as it is."""
         if call.name != NEXT_STATE or not self.pairs or not isinstance(call.arguments, dict):
             return call
         target = call.arguments.get("target")
-        if not isinstance(target, str) or self(target) == target:
+        if not isinstance(target, str) or self.target(target, owner) == target:
             return call
-        return ToolCall(
-            id=call.id, name=call.name, arguments={**call.arguments, "target": self(target)}
-        )
+        arguments = {**call.arguments, "target": self.target(target, owner)}
+        return ToolCall(id=call.id, name=call.name, arguments=arguments)
 
 
 class _Failed(Exception):
@@ -83,12 +98,29 @@ class _Failed(Exception):
 _FAILURES: dict[str, type[Exception]] = {}
 
 
-def failure(text: str) -> Exception:
+def _known(name: str) -> type[Exception] | None:
+    """The built-in or statechart exception class called `name`, if there is one."""
+    found = getattr(builtins, name, None) or getattr(errors, name, None)
+    if isinstance(found, type) and issubclass(found, Exception):
+        return found
+    return None
+
+
+def failure(text: str, timeout: float | None = None) -> Exception:
     """The exception a recorded `Name: message` error text was made from, as near as it
-    can be rebuilt: a class of the same name carrying the same message."""
+    can be rebuilt: the built-in or statechart class of that name (so a `Retry(on=...)`
+    still matches it; `timeout`: where a time limit cut the call off), else a class of
+    the same name; carrying the same message."""
     name, _, message = text.partition(": ")
     if not name.isidentifier():
         name, message = "Exception", text
+    known = _known(name)
+    if known is not None:
+        exc = known.__new__(known)
+        exc.args = (message,)
+        if isinstance(exc, errors.CallTimeoutError):
+            exc.what, exc.seconds, exc.by = "the call", timeout or 0.0, "its limit"
+        return exc
     kind = _FAILURES.get(name)
     if kind is None:
         kind = _FAILURES[name] = type(name, (_Failed,), {})
@@ -126,29 +158,35 @@ class Cassette:
         """Per call as the model sent it: (the fingerprint of the arguments the tool ran
         with, when it returned; its outcome) in recorded order."""
         self.visits: dict[str, int] = defaultdict(int)
-        self.keys: dict[str, int] = {}
         self.decisions: dict[str, deque[Any]] = defaultdict(deque)
         """Per code state: what its handler decided (or raised) each time, in order; `RUN`
         where the record cannot say (the decision was refused): the handler runs."""
         self.run_handlers = run_handlers
-        self.miss: Miss | None = None
+        self.misses: dict[str, Miss] = {}
+        """What could not be answered, by the model state asked (`needs_model`) or the id
+        of the tool call made (`needs_tool`), until the lockstep takes it."""
         self._load(recording.events, renames)
 
     def _load(self, events: Iterable[Event], renames: Renames) -> None:
         lengths: dict[tuple[str, int], int] = defaultdict(int)
-        ordinals: dict[str, dict[int, int]] = defaultdict(dict)
+        answered: dict[tuple[str, int], int] = defaultdict(int)
+        ordinals: dict[str, int] = defaultdict(int)
         current: dict[str, int] = {}
         for e in events:
-            owner = renames(owner_of(e.source))
+            old_owner = owner_of(e.source)
+            owner = renames(old_owner)
             if e.visit is not None:
                 current[owner] = e.visit
             if e.usage.model_calls:
                 # a failed call that ended the visit carries no visit: it is the current one
                 visit = e.visit if e.visit is not None else current.get(owner, -e.seq)
-                seen = ordinals[owner]
-                ordinal = seen.setdefault(visit, len(seen))
+                if not answered[owner, visit]:
+                    ordinals[owner] += 1  # as the new run counts: a call with no reply before
+                reply = self._reply(e, renames, old_owner)
+                if not isinstance(reply, Exception):
+                    answered[owner, visit] += 1
                 length = lengths[owner, visit]
-                self.replies[owner].append((ordinal, length, self._reply(e, renames)))
+                self.replies[owner].append((ordinals[owner] - 1, length, reply))
             elif e.usage.tool_calls and e.call is not None:
                 self.results[_fingerprint(e.call)].append((e.fingerprint, self._result(e)))
             elif e.actor == "code" and e.call is None and owner_of(e.source) == e.source:
@@ -160,12 +198,12 @@ class Cassette:
                 current[entering] = e.seq  # a new visit, keyed by the seq that entered it
 
     @staticmethod
-    def _reply(e: Event, renames: Renames) -> Reply | Exception:
+    def _reply(e: Event, renames: Renames, owner: str) -> Reply | Exception:
         if e.error is not None and not e.calls:
-            return failure(e.error)
+            return failure(e.error, e.timeout)
         u = e.usage
         return Reply(
-            tool_calls=tuple(renames.call(c) for c in e.calls),
+            tool_calls=tuple(renames.call(c, owner) for c in e.calls),
             usage=Usage(
                 input_tokens=u.input_tokens,
                 output_tokens=u.output_tokens,
@@ -180,7 +218,7 @@ class Cassette:
         """A code state's recorded outcome: its `Decision` rebuilt, the exception it
         raised, or `RUN` (a refused decision, whose target the record does not keep)."""
         if e.error is not None and not e.error.startswith("InvalidDecision"):
-            return failure(e.error)
+            return failure(e.error, e.timeout)
         if not e.trigger.startswith("go:") or e.refused is not None:
             return RUN
         prefix = e.source.rpartition(".")[0]
@@ -192,7 +230,7 @@ class Cassette:
     @staticmethod
     def _result(e: Event) -> Any:
         if e.error is not None:
-            return failure(e.error)
+            return failure(e.error, e.timeout)
         text = RecordedResult(e.result or "")
         text.outcome = e.outcome
         return text
@@ -210,13 +248,13 @@ class Cassette:
             if isinstance(found, Exception):
                 raise found
             return found
-        self.miss = Miss(
+        miss = self.misses[state] = Miss(
             "needs_model",
             state,
             f"the model is asked in '{state}' (visit {ordinal + 1}, after "
             f"{len(request.transcript)} message(s)), a request the recorded run never made",
         )
-        raise _Unseen(self.miss.detail)
+        raise _Unseen(miss.detail)
 
     def answer(self, effect: RunTool | RunHandler) -> Any:
         """The stand-in of a drive: a tool call's recorded outcome; a handler's recorded
@@ -233,14 +271,30 @@ class Cassette:
         queue = self.results.get(_fingerprint(effect.call))
         if queue and queue[0][0] in (None, effect.fingerprint):
             return queue.popleft()[1]
-        self.miss = Miss(
+        miss = self.misses[effect.call.id] = Miss(
             "needs_tool",
             effect.call.name,
             f"tool '{effect.call.name}' is called with arguments the recorded run never "
             f"used ({effect.arguments}): its result is unknown",
         )
-        return _Unseen(self.miss.detail)
+        return _Unseen(miss.detail)
+
+    def miss_of(self, event: Event) -> Miss | None:
+        """The miss behind the new run's `event`, if any (taken: told once)."""
+        found = self.misses.pop(owner_of(event.source), None)
+        if event.call is not None:
+            found = self.misses.pop(event.call.id, None) or found
+        return found
+
+    @property
+    def missed(self) -> Miss | None:
+        """A miss not yet told, if any."""
+        return next(iter(self.misses.values()), None)
 
 
 class _Unseen(Exception):
     """Raised to the drive for what the cassette cannot answer (the replay stops there)."""
+
+
+UNSEEN = _Unseen.__name__
+"""How an event's error names what the cassette could not answer."""

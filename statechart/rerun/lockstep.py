@@ -10,7 +10,6 @@ in a parallel state); the first that differs is the divergence.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,7 +18,7 @@ from statechart.chart.chart import Chart
 from statechart.engine import CANCEL, CompiledChart, compiled
 from statechart.errors import StatechartError
 from statechart.records.run import Event, Run, Step
-from statechart.rerun.cassette import Cassette, Recording, Renames, owner_of
+from statechart.rerun.cassette import UNSEEN, Cassette, Recording, Renames, owner_of
 from statechart.rerun.verdict import Verdict, classify
 from statechart.runtime.api import start
 from statechart.runtime.current import current
@@ -32,6 +31,19 @@ ENVIRONMENT = frozenset({"takeover", "model", "resume", "late_result"})
 """Recorded steps that tell what happened around the run (a driver taking over, a switch
 of model, a resume's refresh, a late result), not what the chart decided: not compared."""
 _UNFINISHED = ("running", "sleeping")
+
+
+def _timed(e: Event) -> bool:
+    """Whether the recorded step `e` is a timer firing (a wake, an `after=` edge)."""
+    return e.trigger == "wake" or (e.actor == "system" and "after edge to" in e.reason)
+
+
+def _next_wake(run: Run) -> float | None:
+    """When the run's next timer is due (its own, or one of its regions'), if any."""
+    found = [run.wake, *(r.wake for r in run.regions.values())]
+    found += list(run.timers.values())
+    due = [t for t in found if t is not None]
+    return min(due) if due else None
 
 
 class _Clock:
@@ -77,7 +89,11 @@ class Lockstep:
         self.expected = [e for e in recording.events if e.trigger not in ENVIRONMENT]
         self.parallel = lanes(self.compiled_chart)
         self.clock = _Clock(recording.base.created_at)
+        self.last = recording.base.created_at
+        """The time of the last recorded step met: when the next one started."""
         self.agreed = 0
+        self.compared = 0
+        """Events of the new run compared so far (its own takeovers etc. included)."""
         self.run_id = recording.base.run_id
 
     def _verdict(self, outcome: Any, **fields: Any) -> Verdict:
@@ -87,8 +103,12 @@ class Lockstep:
         return lane_of(path, self.parallel) if self.parallel else None
 
     def _tick(self) -> None:
-        if self.expected:
-            self.clock.now = max(self.clock.now, self.expected[0].time)
+        """Set the clock for the next step: when the recorded one started (the last one's
+        time), or, for a timer that fired, when it fired."""
+        at = self.last
+        if self.expected and _timed(self.expected[0]):
+            at = max(at, self.expected[0].time)
+        self.clock.now = max(self.clock.now, at)
 
     def _agrees(self, new: Event, old: Event) -> bool:
         r = self.renames
@@ -105,16 +125,21 @@ class Lockstep:
     def matched(self, new: Event) -> Verdict | None:
         """None when the new run's event `new` agrees with the recorded step of its place;
         else the verdict."""
+        self.compared += 1
+        if new.trigger in ENVIRONMENT:
+            return None  # the new run's own takeover, model switch or resume refresh
         lane = self._lane(new.source)
         at = next(
             (i for i, e in enumerate(self.expected) if self._lane(self.renames(e.source)) == lane),
             None,
         )
         old = None if at is None else self.expected[at]
-        miss, self.cassette.miss = self.cassette.miss, None
+        unseen = new.error is not None and new.error.startswith(UNSEEN)
+        miss = self.cassette.miss_of(new) if unseen else None
         if old is not None and miss is None and self._agrees(new, old):
             del self.expected[at]  # type: ignore[arg-type]
             self.agreed += 1
+            self.last = max(self.last, old.time)
             self._tick()
             return None
         if old is None and self.recording.status in _UNFINISHED:
@@ -123,7 +148,7 @@ class Lockstep:
         return self._verdict(
             "diverge",
             kind=kind,
-            seq=new.seq,
+            seq=old.seq if old is not None else new.seq,
             state=self.compiled_chart.owner_state(new.source)[0]
             if new.source in self.compiled_chart.nodes
             else new.source,
@@ -169,6 +194,8 @@ class Lockstep:
             return await self._driven(store)
 
     async def _driven(self, store: MemoryStore) -> Verdict:
+        resuming = False
+        stuck = -1
         while True:
             steps = drive(
                 self.chart,
@@ -176,7 +203,8 @@ class Lockstep:
                 store=store,
                 model=self.cassette,
                 clock=self.clock,
-                max_sleep=math.inf,
+                resuming=resuming,
+                max_sleep=0.0,  # asleep: the clock is moved on below, never slept on
             )
             async with contextlib.aclosing(steps):
                 async for step in steps:
@@ -186,6 +214,13 @@ class Lockstep:
                     if self.expected and self._cancel_next():
                         break
             run = current(self.chart, await store.load(self.run_id))
+            resuming = False
+            wake = _next_wake(run) if run.status not in ("ended", "waiting") else None
+            cancel_next = bool(self.expected) and self._cancel_next()
+            if wake is not None and run.seq != stuck and not cancel_next:
+                stuck = run.seq  # asleep until `wake`: the replay's time jumps there
+                self.clock.now = max(self.clock.now, wake)
+                continue
             if not self.expected:
                 return self._agree()
             nxt = self.expected[0]
@@ -212,6 +247,7 @@ class Lockstep:
             verdict = self.matched(step.event)
             if verdict is not None:
                 return verdict
+            resuming = True  # as `resume` drives it after a decision: refresh, guard again
 
     def _cancel_next(self) -> bool:
         return self.expected[0].actor == "human" and self.expected[0].trigger == CANCEL

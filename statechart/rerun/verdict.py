@@ -96,11 +96,14 @@ def _refusal(compiled_chart: CompiledChart, new: Event) -> tuple[Kind, str]:
         args = {} if call is None or not isinstance(call.arguments, dict) else call.arguments
         target = args.get("target")
         if isinstance(target, str):
+            parent = owner.rpartition(".")[0]
             t = compiled_chart.resolve(new.source, go(target))
+            if t is None and parent:  # a sibling named as the model names it
+                t = compiled_chart.resolve(new.source, go(f"{parent}.{target}"))
             if t is None:
                 known = any(p == target or p.endswith("." + target) for p in compiled_chart.nodes)
                 if not known:
-                    return "state_missing", _missing(target)
+                    return "state_missing", _missing(f"{parent}.{target}" if parent else target)
                 return "edge_illegal", f"'{owner}' can no longer go to '{target}': {why}"
             if t.edge is not None and t.edge.guard is not None and "max_" not in why:
                 return "guard_refused", f"the guard of edge {t.counter} now refuses: {why}"
@@ -112,7 +115,7 @@ def _refusal(compiled_chart: CompiledChart, new: Event) -> tuple[Kind, str]:
     tools = compiled_chart.tools_of(owner)
     if call.name not in tools:
         return "call_not_allowed", f"'{owner}' no longer allows tool '{call.name}': {why}"
-    if "max_calls" in why or "at most" in why:
+    if any(cap in why for cap in ("max_calls", "at most", "iteration", "last call")):
         return "budget_exhausted", f"a cap now stops '{call.name}' in '{owner}': {why}"
     return "arguments_refused", f"'{owner}' refuses the recorded '{call.name}' call: {why}"
 

@@ -44,7 +44,7 @@ def path_of(events: Sequence[Event], first: str, *, nested: bool = False) -> lis
     """The states a run entered, in order, from `first` (its initial state): top-level
     states only unless `nested` (then every state, by path); a model state's own loop
     (`think`, `act`, `approve`) is not a state of its own."""
-    out = [_top(first, nested)]
+    out = _top(first, nested)
     for e in events:
         for p in e.entered:
             if p.rsplit(".", 1)[-1] in _LOOP:
@@ -55,9 +55,12 @@ def path_of(events: Sequence[Event], first: str, *, nested: bool = False) -> lis
     return out
 
 
-def _top(leaf: str, nested: bool) -> str:
+def _top(leaf: str, nested: bool) -> list[str]:
+    """The states `leaf` is in: the top-level one, or (nested) it and each below it."""
     parts = [p for p in leaf.split(".") if p not in _LOOP]
-    return ".".join(parts) if nested else parts[0]
+    if not nested:
+        return parts[:1]
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def assert_path(ran: Ran, expected: Sequence[str], *, nested: bool = False) -> None:

@@ -87,6 +87,11 @@ class Cassette:
         self._made.append(base.run_id)
         given = context if context is not None else base.context
         run = await start(chart, store=self.store, model=tape, context=given, run_id=base.run_id)
+        if run.context != base.context:
+            raise CassetteError(
+                f"{self.path}: run {index + 1} starts with the context {run.context}, but it was "
+                f"recorded with {base.context}: record it again with pytest --statechart-record"
+            )
         with standing_in(tape.answer):
             run = await run_to_end(chart, run, store=self.store, model=tape)
         return await self._checked(lock, chart, run)
@@ -133,7 +138,7 @@ class Cassette:
         """The run, once each of its new steps agrees with its recording; else a
         `CassetteError` saying where and why they part."""
         ran = await self._ran(chart, run)
-        for event in ran.events[lock.agreed :]:
+        for event in ran.events[lock.compared :]:
             verdict = lock.matched(event)
             if verdict is not None:
                 raise CassetteError(

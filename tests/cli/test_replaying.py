@@ -88,6 +88,7 @@ def test_selection_by_date_and_the_usage_errors(tmp_path: Path) -> None:
     run_id = recorded(tmp_path)
     later = cli(tmp_path, "replay", "--against", AGENT, "--since", "2999-01-01", "--json")
     assert json.loads(later.stdout)["runs"] == 0
+    assert "no recorded run matched" in later.stderr
     earlier = cli(tmp_path, "replay", "--against", AGENT, "--since", "2000-01-01", "--json")
     assert [v["run_id"] for v in json.loads(earlier.stdout)["verdicts"]] == [run_id]
     assert json.loads(cli(tmp_path, "replay", "--against", AGENT, "--all", "--json").stdout)[
