@@ -211,13 +211,12 @@ class Lockstep:
                     verdict = self.matched(step.event)
                     if verdict is not None:
                         return verdict
-                    if self.expected and self._cancel_next():
+                    if self._cancel_next():
                         break
             run = current(self.chart, await store.load(self.run_id))
             resuming = False
             wake = _next_wake(run) if run.status not in ("ended", "waiting") else None
-            cancel_next = bool(self.expected) and self._cancel_next()
-            if wake is not None and run.seq != stuck and not cancel_next:
+            if wake is not None and run.seq != stuck and not self._cancel_next():
                 stuck = run.seq  # asleep until `wake`: the replay's time jumps there
                 self.clock.now = max(self.clock.now, wake)
                 continue
@@ -225,23 +224,19 @@ class Lockstep:
                 return self._agree()
             nxt = self.expected[0]
             if nxt.actor != "human":
-                return self._verdict(
-                    "diverge",
-                    kind="changed",
-                    seq=run.seq + 1,
-                    state=run.state,
-                    detail=f"the new run is {run.status} in '{run.state}' ({run.reason}); the "
+                return self._stopped(
+                    run,
+                    nxt,
+                    f"the new run is {run.status} in '{run.state}' ({run.reason}); the "
                     f"recorded run went on: {nxt.source} -> {nxt.target} ({nxt.trigger})",
                 )
             try:
                 step = await self._decided(store, run, nxt)
             except StatechartError as exc:
-                return self._verdict(
-                    "diverge",
-                    kind="changed",
-                    seq=run.seq + 1,
-                    state=run.state,
-                    detail=f"a person's recorded decision ({nxt.trigger} by {nxt.by}) does not "
+                return self._stopped(
+                    run,
+                    nxt,
+                    f"a person's recorded decision ({nxt.trigger} by {nxt.by}) does not "
                     f"apply to the new run: {exc}",
                 )
             verdict = self.matched(step.event)
@@ -249,8 +244,17 @@ class Lockstep:
                 return verdict
             resuming = True  # as `resume` drives it after a decision: refresh, guard again
 
+    def _stopped(self, run: Run, nxt: Event, detail: str) -> Verdict:
+        """The new run stopped where its record went on with `nxt`."""
+        return self._verdict(
+            "diverge", kind="changed", seq=nxt.seq, state=owner_of(run.state), detail=detail
+        )
+
     def _cancel_next(self) -> bool:
-        return self.expected[0].actor == "human" and self.expected[0].trigger == CANCEL
+        """Whether the next recorded step is a person cancelling the run."""
+        return bool(self.expected) and (
+            self.expected[0].actor == "human" and self.expected[0].trigger == CANCEL
+        )
 
     async def _decided(self, store: MemoryStore, run: Run, e: Event) -> Step:
         """The recorded decision `e` made again on the new run."""
