@@ -154,9 +154,10 @@ class Cassette:
         self.spec = recording.base.model
         self.replies: dict[str, deque[tuple[int, int, Reply | Exception]]] = defaultdict(deque)
         """Per model state: (visit ordinal, transcript length, reply) in recorded order."""
-        self.results: dict[str, deque[tuple[str | None, Any]]] = defaultdict(deque)
-        """Per call as the model sent it: (the fingerprint of the arguments the tool ran
-        with, when it returned; its outcome) in recorded order."""
+        self.results: dict[tuple[str, str], deque[tuple[str | None, Any]]] = defaultdict(deque)
+        """Per call (its id, which the served reply keeps, and its fingerprint as the model
+        sent it): (the fingerprint of the arguments the tool ran with, when it returned;
+        its outcome) in recorded order. The id keeps two regions' equal calls apart."""
         self.visits: dict[str, int] = defaultdict(int)
         self.decisions: dict[str, deque[Any]] = defaultdict(deque)
         """Per code state: what its handler decided (or raised) each time, in order; `RUN`
@@ -188,7 +189,8 @@ class Cassette:
                 length = lengths[owner, visit]
                 self.replies[owner].append((ordinals[owner] - 1, length, reply))
             elif e.usage.tool_calls and e.call is not None:
-                self.results[_fingerprint(e.call)].append((e.fingerprint, self._result(e)))
+                key = (e.call.id, _fingerprint(e.call))
+                self.results[key].append((e.fingerprint, self._result(e)))
             elif e.actor == "code" and e.call is None and owner_of(e.source) == e.source:
                 self.decisions[renames(e.source)].append(self._decision(e, renames))
             if e.visit is not None:
@@ -268,7 +270,7 @@ class Cassette:
 
     def tool(self, effect: RunTool) -> Any:
         """The recorded outcome of a call with this fingerprint, or a `Miss` noted."""
-        queue = self.results.get(_fingerprint(effect.call))
+        queue = self.results.get((effect.call.id, _fingerprint(effect.call)))
         if queue and queue[0][0] in (None, effect.fingerprint):
             return queue.popleft()[1]
         miss = self.misses[effect.call.id] = Miss(

@@ -172,3 +172,64 @@ async def test_a_fork_cannot_be_said_and_its_parent_agrees() -> None:
     assert outcome[forked.run_id][0] == "cannot_say"
     assert "fork" in outcome[forked.run_id][1] and report.ok
     assert report.counts() == {"agree": 1, "cannot_say": 1}
+
+
+FLAKY: list[str] = []
+
+
+@sc.tool(
+    retry="safe", repeatable=True, name="flaky", retries=sc.Retry(attempts=2, initial=0, jitter=0)
+)
+def flaky(query: str) -> str:
+    """Fails the first time it is called, whoever calls it."""
+    FLAKY.append(query)
+    if len(FLAKY) == 1:
+        raise ConnectionError("first call fails")
+    return f"found {query}"
+
+
+def same_call(name: str) -> sc.State:
+    inner = sc.Chart(
+        name,
+        context=Desk,
+        states=(
+            sc.State("look", tools=(flaky,), writes=("notes",), instructions="Look once."),
+            sc.State("done", kind="terminal"),
+        ),
+        edges=(sc.Edge("look", "done"),),
+    )
+    return sc.State(name, kind="chart", chart=lambda: inner, input={}, output={name: "notes"})
+
+
+def same_policy(request: sc.Request) -> sc.Reply:
+    if not any(m.role == "tool" and "found" in m.content for m in request.transcript):
+        return sc.reply(sc.call("flaky", query="tides"))  # both regions: the same call
+    return sc.reply(sc.call("next_state", target="done", notes=request.state))
+
+
+async def test_two_regions_making_the_same_call_get_their_own_results() -> None:
+    chart = sc.Chart(
+        "same",
+        context=Desk,
+        budget=sc.Budget(max_steps=40),
+        states=(
+            sc.State(
+                "gather",
+                kind="parallel",
+                regions=(same_call("a"), same_call("b")),
+                exits={"done": "done"},
+            ),
+            sc.State("done", kind="terminal"),
+        ),
+    )
+    store = sc.MemoryStore()
+    model = sc.FunctionModel(same_policy, spec="same")
+    for _ in range(3):
+        FLAKY.clear()
+        run = await sc.start(chart, store=store, model=model)
+        run = await sc.run_to_end(chart, run, store=store, model=model, max_sleep=5)
+        assert run.state == "done" and len(FLAKY) == 3  # one region's call failed once
+    FLAKY.clear()
+    report = await sc.replay(chart, store=store)
+    assert report.counts() == {"agree": 3}, report.table()
+    assert FLAKY == []
