@@ -39,7 +39,8 @@ class Verdict(Record, frozen=True):
     outcome: Outcome
     kind: Kind | None = None
     seq: int | None = None
-    """The recorded seq where the runs part (the new run's step has the same seq)."""
+    """The seq of the recorded step where the runs part (the new run's seq there may differ
+    by the takeovers, model switches and refreshes either run recorded around its steps)."""
     state: str | None = None
     """The state the new run was in at that step."""
     detail: str = ""
