@@ -20,6 +20,9 @@ from statechart.records.messages import ToolCall
 from statechart.records.run import Actor, Run, Step, Visit
 from statechart.records.spent import ZERO, Spent
 
+AFTER_FIRED = "its after edge to"
+"""What the reason of an `after=` edge's move says (the replay finds timers by it)."""
+
 
 def retry_later(
     compiled_chart: CompiledChart,
@@ -99,9 +102,7 @@ def due_timer(compiled_chart: CompiledChart, run: Run, now: float) -> Step | Non
     label = due[0][1]
     source, _, target = label.partition("->")
     seconds = armed[label]
-    why = (
-        f"state '{source}' was active for {seconds:g} s or more: its after edge to '{target}' fired"
-    )
+    why = f"state '{source}' was active for {seconds:g} s or more: {AFTER_FIRED} '{target}' fired"
     found = try_move(compiled_chart, run, target, {}, timed=True)
     if isinstance(found, str):
         return escalate(compiled_chart, run, f"{why}, but {found}", now, ZERO, actor="system")

@@ -18,14 +18,12 @@ from msgspec import Struct
 
 from statechart import errors
 from statechart.chart.chart import Decision
-from statechart.chart.names import NEXT_STATE
+from statechart.chart.names import NEXT_STATE, SUBSTATES
 from statechart.chart.tools import fingerprint
 from statechart.engine.effects import RunHandler, RunTool
 from statechart.records.messages import Reply, Request, ToolCall, Usage
 from statechart.records.run import Event, Run, Status
 from statechart.runtime.stand_in import RUN
-
-_LOOP = frozenset({"think", "act", "approve"})
 
 
 class Recording(Struct, frozen=True):
@@ -142,7 +140,7 @@ def _fingerprint(call: ToolCall) -> str:
 def owner_of(leaf: str) -> str:
     """The model state a step of its loop belongs to (`research` for `research.act`)."""
     head, _, last = leaf.rpartition(".")
-    return head if last in _LOOP else leaf
+    return head if last in SUBSTATES else leaf
 
 
 class Cassette:
@@ -287,11 +285,6 @@ class Cassette:
         if event.call is not None:
             found = self.misses.pop(event.call.id, None) or found
         return found
-
-    @property
-    def missed(self) -> Miss | None:
-        """A miss not yet told, if any."""
-        return next(iter(self.misses.values()), None)
 
 
 class _Unseen(Exception):

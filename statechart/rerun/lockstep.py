@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from statechart.chart.chart import Chart
 from statechart.engine import CANCEL, CompiledChart, compiled
+from statechart.engine.timers import AFTER_FIRED
 from statechart.errors import StatechartError
 from statechart.records.run import Event, Run, Step
 from statechart.rerun.cassette import UNSEEN, Cassette, Recording, Renames, owner_of
@@ -35,7 +36,7 @@ _UNFINISHED = ("running", "sleeping")
 
 def _timed(e: Event) -> bool:
     """Whether the recorded step `e` is a timer firing (a wake, an `after=` edge)."""
-    return e.trigger == "wake" or (e.actor == "system" and "after edge to" in e.reason)
+    return e.trigger == "wake" or (e.actor == "system" and AFTER_FIRED in e.reason)
 
 
 def _next_wake(run: Run) -> float | None:

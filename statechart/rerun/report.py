@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statechart.chart.chart import Chart
@@ -182,14 +182,3 @@ async def replay_one(
 ) -> Verdict:
     """The verdict of one recorded run replayed against `chart`."""
     return await Lockstep(chart, recorded, renames, run_handlers=run_handlers).run()
-
-
-def merged(reports: Iterable[ReplayReport]) -> ReplayReport:
-    """One report of several (of the same chart)."""
-    found = list(reports)
-    first = found[0]
-    return ReplayReport(
-        chart=first.chart,
-        version=first.version,
-        verdicts=tuple(v for r in found for v in r.verdicts),
-    )

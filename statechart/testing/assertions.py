@@ -4,9 +4,10 @@ took, that it kept within its budgets, which tools it called."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from statechart.chart.chart import Chart
+from statechart.chart.names import SUBSTATES
 from statechart.engine import compiled
 from statechart.records.run import Event, Run
 from statechart.records.spent import spent_of
@@ -14,7 +15,6 @@ from statechart.store.base import Store
 
 COUNTED = ("steps", "model_calls", "tool_calls")
 """Kinds no run may pass at all: a call that would pass them never starts."""
-_LOOP = frozenset({"think", "act", "approve"})
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,6 @@ class Ran:
     run: Run
     events: tuple[Event, ...]
     chart: Chart
-    runs: tuple[Run, ...] = field(default=(), repr=False)
 
     @classmethod
     async def read(cls, chart: Chart, run: Run, store: Store) -> Ran:
@@ -47,7 +46,7 @@ def path_of(events: Sequence[Event], first: str, *, nested: bool = False) -> lis
     out = _top(first, nested)
     for e in events:
         for p in e.entered:
-            if p.rsplit(".", 1)[-1] in _LOOP:
+            if p.rsplit(".", 1)[-1] in SUBSTATES:
                 continue
             if not nested and "." in p:
                 continue
@@ -57,7 +56,7 @@ def path_of(events: Sequence[Event], first: str, *, nested: bool = False) -> lis
 
 def _top(leaf: str, nested: bool) -> list[str]:
     """The states `leaf` is in: the top-level one, or (nested) it and each below it."""
-    parts = [p for p in leaf.split(".") if p not in _LOOP]
+    parts = [p for p in leaf.split(".") if p not in SUBSTATES]
     if not nested:
         return parts[:1]
     return [".".join(parts[: i + 1]) for i in range(len(parts))]

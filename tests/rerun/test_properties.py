@@ -14,6 +14,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from statechart import FunctionModel, approve, cancel, reject, replay, run_to_end, start
+from statechart.chart.names import SUBSTATES
 from statechart.engine import compiled
 from tests.engine.test_properties import (
     GUARDS,
@@ -24,8 +25,6 @@ from tests.engine.test_properties import (
     event_bound,
 )
 from tests.support.strategies import ChartOptions, charts
-
-LOOP = ("think", "act", "approve")
 
 
 class Taped(World):
@@ -91,7 +90,7 @@ def test_a_recorded_random_run_replayed_against_its_chart_agrees(data: st.DataOb
         handled = [  # one event per handler call, in order
             e
             for e in events
-            if e.actor == "code" and e.call is None and e.source.split(".")[-1] not in LOOP
+            if e.actor == "code" and e.call is None and e.source.split(".")[-1] not in SUBSTATES
         ]
         assert len(handled) == len(decided)
         world.replaying = True
